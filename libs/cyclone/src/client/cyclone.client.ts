@@ -1,0 +1,246 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { EntityManager, QueryRunner } from 'typeorm';
+import { randomUUID } from 'node:crypto';
+import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
+import { toMs, type Duration } from '../common/duration.js';
+import { toJson } from '../common/validate.js';
+import { CycloneDatabase } from '../database/cyclone-database.js';
+import { DuplicateError } from '../errors/duplicate.error.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { InvalidStateError } from '../errors/invalid-state.error.js';
+import { NotInTransactionError } from '../errors/not-in-transaction.error.js';
+import { ResultTimeoutError } from '../errors/result-timeout.error.js';
+import { RunCancelledError } from '../errors/run-cancelled.error.js';
+import { RunFailedError } from '../errors/run-failed.error.js';
+import { RunNotFoundError } from '../errors/run-not-found.error.js';
+import { StepNotFoundError } from '../errors/step-not-found.error.js';
+import type { EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
+import type { RunInfo, RunState, StepInfo } from '../interfaces/run-info.interface.js';
+import type { ResolvedOptions } from '../module/resolved-options.js';
+import type { StepInput, StepOutput, StepRef } from '../steps/define-step.js';
+import { StepRegistry } from '../steps/step-registry.js';
+import { NotificationListener } from '../worker/notification-listener.js';
+import { ENQUEUE_JOB, ENQUEUE_MANY, FIND_UNIQUE_HOLDER } from '../sql/enqueue.sql.js';
+import {
+  CANCEL_RUN,
+  GET_OUTPUT,
+  GET_RUN,
+  LIST_STEPS,
+  RETRY_STEPS,
+  RUN_OUTCOME,
+  STEP_STATE,
+} from '../sql/runs.sql.js';
+import { enqueueJobValues, enqueueManyValues, jobParams, type JobParams } from './job-params.js';
+import { toRunInfo, toStepInfo } from './row-mappers.js';
+import { waitForRun } from './run-waiter.js';
+
+type Kind = string | StepRef<any, any>;
+type Query = (sql: string, values: unknown[]) => Promise<Record<string, any>[]>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** SQLSTATE of a unique violation: a retried run whose key another run took meanwhile. */
+const UNIQUE_VIOLATION = '23505';
+
+export interface ResultOptions {
+  /** How long to wait. Default 30 s. */
+  timeout?: Duration;
+}
+
+/**
+ * Enqueues jobs and inspects and steers runs. Every call validates its
+ * arguments before writing, so a rejected call leaves nothing behind.
+ */
+@Injectable()
+export class CycloneClient {
+  constructor(
+    private readonly database: CycloneDatabase,
+    private readonly registry: StepRegistry,
+    private readonly listener: NotificationListener,
+    @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
+  ) {}
+
+  /** Enqueues a standalone job and returns its run id once it is committed. */
+  async enqueue<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
+    const [params, json] = this.prepare(kind, input, opts);
+    return this.insertJob(params, json, async (sql, values) => (await this.database.query(sql, values)).rows);
+  }
+
+  /** Enqueues a job whose output is nothing, such as sending an email. */
+  async enqueueAction<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
+    return this.enqueue(kind, input, opts);
+  }
+
+  /**
+   * Enqueues inside the caller's open transaction: the job exists only if
+   * that transaction commits, and its wake-up is sent only then. A duplicate
+   * unique key throws `DuplicateError` without aborting the transaction.
+   */
+  async enqueueTx<S extends Kind>(
+    tx: EntityManager | QueryRunner,
+    kind: S,
+    input: StepInput<S>,
+    opts: EnqueueOptions = {},
+  ): Promise<string> {
+    const runner = 'manager' in tx && 'isTransactionActive' in tx ? tx : (tx as EntityManager).queryRunner;
+    if (!runner?.isTransactionActive) throw new NotInTransactionError();
+    const [params, json] = this.prepare(kind, input, opts);
+    return this.insertJob(params, json, (sql, values) => runner.query(sql, values));
+  }
+
+  /** Enqueues many jobs of one kind in one statement; returns their run ids in input order. */
+  async enqueueMany<S extends Kind>(kind: S, inputs: StepInput<S>[], opts: EnqueueOptions = {}): Promise<string[]> {
+    if (!Array.isArray(inputs)) throw new InvalidOptionError('enqueueMany takes an array of inputs.');
+    if (opts.unique !== undefined) {
+      throw new InvalidOptionError(
+        'Option "unique" is not supported by enqueueMany: keys would collide within the batch. Use enqueue for unique jobs.',
+      );
+    }
+    const step = this.registry.get(kindOf(kind));
+    const params = jobParams(step, opts, this.options);
+    const texts = inputs.map((input, i) => toJson(input, `input at index ${i}`, this.options.maxPayloadBytes));
+    if (texts.length === 0) return [];
+    const ids = texts.map(() => randomUUID());
+    await this.database.query(ENQUEUE_MANY, enqueueManyValues(params, ids, texts));
+    return ids;
+  }
+
+  async getRun(runId: string): Promise<RunInfo> {
+    const { rows } = await this.database.query(GET_RUN, [checkRunId(runId)]);
+    if (rows.length === 0) throw new RunNotFoundError(runId);
+    return toRunInfo(rows[0]);
+  }
+
+  async listSteps(runId: string): Promise<StepInfo[]> {
+    const { rows } = await this.database.query(LIST_STEPS, [checkRunId(runId)]);
+    if (rows.length === 0) throw new RunNotFoundError(runId);
+    return rows.map(toStepInfo);
+  }
+
+  /**
+   * Waits for a run to finish and returns its output: a standalone job's
+   * output, or for a workflow an object of its sink nodes' outputs. Throws
+   * `RunFailedError` or `RunCancelledError` for those outcomes, and
+   * `ResultTimeoutError` when the wait runs out.
+   */
+  async result<S extends Kind>(runId: string, opts?: ResultOptions): Promise<StepOutput<S>>;
+  async result(runId: string, opts: ResultOptions = {}): Promise<unknown> {
+    checkRunId(runId);
+    const timeoutMs = toMs(opts.timeout ?? 30_000, 'timeout');
+    let lastState: RunState = 'running';
+    const outcome = await waitForRun(this.listener, runId, timeoutMs, async () => {
+      const { rows } = await this.database.query(RUN_OUTCOME, [runId]);
+      if (rows.length === 0) throw new RunNotFoundError(runId);
+      lastState = rows[0].state;
+      switch (lastState) {
+        case 'completed':
+          return { value: rows[0].kind !== null ? rows[0].output : sinkOutputs(rows) };
+        case 'failed':
+          throw new RunFailedError(
+            runId,
+            rows
+              .filter((r) => r.step_state === 'discarded')
+              .map((r) => ({ nodeId: r.node_id, error: r.error, errorKind: r.error_kind })),
+          );
+        case 'cancelled':
+          throw new RunCancelledError(runId);
+        default:
+          return undefined;
+      }
+    });
+    if (!outcome) throw new ResultTimeoutError(runId, lastState, timeoutMs);
+    return outcome.value;
+  }
+
+  /** The output of one completed node. */
+  async output<T = unknown>(runId: string, nodeId: string): Promise<T> {
+    const { rows } = await this.database.query(GET_OUTPUT, [checkRunId(runId), nodeId]);
+    if (rows.length === 0) {
+      await this.getRun(runId);
+      throw new StepNotFoundError(runId, nodeId);
+    }
+    if (rows[0].state !== 'completed') {
+      throw new InvalidStateError(
+        `Node "${nodeId}" of run ${runId} has no output yet: it is ${rows[0].state}. Use result() to wait for the run.`,
+        rows[0].state,
+      );
+    }
+    return rows[0].output as T;
+  }
+
+  /**
+   * Cancels the run and every unfinished step of it at once. A handler still
+   * running learns at its next heartbeat; whatever it returns is dropped.
+   * Returns false when the run had already completed or been cancelled.
+   */
+  async cancel(runId: string): Promise<boolean> {
+    const { rows } = await this.database.query(CANCEL_RUN, [checkRunId(runId)]);
+    const previous = rows[0].previous as RunState | null;
+    if (previous === null) throw new RunNotFoundError(runId);
+    return previous !== 'completed' && previous !== 'cancelled';
+  }
+
+  /** Reopens one discarded node for one more attempt and carries its run on. */
+  async retry(runId: string, nodeId: string): Promise<void> {
+    const reopened = await this.reopen(runId, nodeId);
+    if (reopened > 0) return;
+    const { rows } = await this.database.query(STEP_STATE, [runId, nodeId]);
+    if (rows.length === 0) throw new StepNotFoundError(runId, nodeId);
+    throw new InvalidStateError(
+      `Node "${nodeId}" of run ${runId} is ${rows[0].state}; only a discarded step can be retried` +
+        (rows[0].state === 'cancelled' ? ' (a cancelled run stays cancelled).' : '.'),
+      rows[0].state,
+    );
+  }
+
+  /** Reopens every discarded node of the run; returns how many. */
+  async retryAll(runId: string): Promise<number> {
+    return this.reopen(runId, null);
+  }
+
+  private async reopen(runId: string, nodeId: string | null): Promise<number> {
+    try {
+      const { rows } = await this.database.query(RETRY_STEPS, [checkRunId(runId), nodeId]);
+      const reopened = rows[0].reopened as number;
+      if (reopened < 0) throw new RunNotFoundError(runId);
+      return reopened;
+    } catch (err) {
+      if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err;
+      // The run's unique key was taken by a newer run while this one was failed.
+      const run = await this.getRun(runId);
+      const { rows } = await this.database.query(FIND_UNIQUE_HOLDER, [run.uniqueKey]);
+      throw new DuplicateError(rows[0]?.id ?? 'unknown', run.uniqueKey ?? '');
+    }
+  }
+
+  private prepare(kind: Kind, input: unknown, opts: EnqueueOptions): [JobParams, string] {
+    const step = this.registry.get(kindOf(kind));
+    const params = jobParams(step, opts ?? {}, this.options);
+    return [params, toJson(input, 'input', this.options.maxPayloadBytes)];
+  }
+
+  private async insertJob(params: JobParams, json: string, query: Query): Promise<string> {
+    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json));
+    if (rows.length > 0) return rows[0].id;
+    // The key is held; the insert did nothing. Read the holder in a new
+    // statement: the insert's snapshot may predate the holder's commit.
+    const holder = await query(FIND_UNIQUE_HOLDER, [params.uniqueKey]);
+    if (holder.length === 0) {
+      // The holder finished between the two statements; the key is free again.
+      return this.insertJob(params, json, query);
+    }
+    throw new DuplicateError(holder[0].id, params.uniqueKey!);
+  }
+}
+
+function kindOf(kind: Kind): string {
+  return typeof kind === 'string' ? kind : kind?.kind;
+}
+
+function checkRunId(runId: string): string {
+  if (typeof runId !== 'string' || !UUID.test(runId)) throw new RunNotFoundError(String(runId));
+  return runId;
+}
+
+function sinkOutputs(rows: Record<string, any>[]): Record<string, unknown> {
+  return Object.fromEntries(rows.filter((r) => r.sink).map((r) => [r.node_id, r.output]));
+}

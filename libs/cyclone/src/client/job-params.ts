@@ -1,0 +1,100 @@
+import { randomUUID } from 'node:crypto';
+import { optionalMs } from '../common/duration.js';
+import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { messages } from '../cyclone.messages.js';
+import {
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_QUEUE,
+  MAX_ATTEMPTS_LIMIT,
+  MAX_PRIORITY,
+  MIN_PRIORITY,
+} from '../cyclone.constants.js';
+import { ENQUEUE_OPTION_NAMES, type EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
+import type { RegisteredStep } from '../steps/registered-step.js';
+import type { ResolvedOptions } from '../module/resolved-options.js';
+
+/** A standalone job's row values: enqueue options over step defaults over module defaults. */
+export interface JobParams {
+  kind: string;
+  queue: string;
+  uniqueKey: string | null;
+  retentionMs: number;
+  priority: number;
+  maxAttempts: number;
+  maxReclaims: number | null;
+  timeoutMs: number | null;
+  processAt: Date | null;
+  processInMs: number;
+}
+
+/** Checks every enqueue option before anything is written, naming the option at fault. */
+export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: ResolvedOptions): JobParams {
+  if (typeof opts !== 'object' || opts === null) {
+    throw new InvalidOptionError('Enqueue options must be an object.');
+  }
+  checkKnownKeys('enqueue options', opts, ENQUEUE_OPTION_NAMES);
+  if (opts.processAt !== undefined && opts.processIn !== undefined) {
+    throw new InvalidOptionError(messages.conflictingOptions('processAt', 'processIn'));
+  }
+  if (opts.processAt !== undefined && !(opts.processAt instanceof Date && !Number.isNaN(opts.processAt.getTime()))) {
+    throw new InvalidOptionError(messages.invalidDate('processAt', opts.processAt));
+  }
+  const maxReclaims =
+    opts.maxReclaims !== undefined
+      ? checkInteger(opts.maxReclaims, 'maxReclaims', 0, 1_000_000)
+      : (step.maxReclaims ?? module.maxReclaims);
+  return {
+    kind: step.kind,
+    queue: opts.queue !== undefined ? checkName(opts.queue, 'queue') : (step.queue ?? DEFAULT_QUEUE),
+    uniqueKey: opts.unique !== undefined ? checkName(opts.unique, 'unique') : null,
+    retentionMs: optionalMs(opts.retention, 'retention') ?? step.retentionMs ?? module.retentionMs,
+    priority:
+      opts.priority !== undefined
+        ? checkInteger(opts.priority, 'priority', MIN_PRIORITY, MAX_PRIORITY)
+        : (step.priority ?? 0),
+    maxAttempts:
+      opts.maxAttempts !== undefined
+        ? checkInteger(opts.maxAttempts, 'maxAttempts', 1, MAX_ATTEMPTS_LIMIT)
+        : (step.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
+    maxReclaims,
+    timeoutMs: optionalMs(opts.timeout, 'timeout') ?? step.timeoutMs ?? null,
+    processAt: opts.processAt ?? null,
+    processInMs: optionalMs(opts.processIn, 'processIn') ?? 0,
+  };
+}
+
+/** Parameters of ENQUEUE_JOB for one job. */
+export function enqueueJobValues(p: JobParams, inputJson: string): unknown[] {
+  return [
+    randomUUID(),
+    p.kind,
+    inputJson,
+    p.queue,
+    p.uniqueKey,
+    p.retentionMs,
+    p.priority,
+    p.maxAttempts,
+    p.maxReclaims,
+    p.timeoutMs,
+    p.processAt,
+    p.processInMs,
+  ];
+}
+
+/** Parameters of ENQUEUE_MANY for jobs of one kind and options. */
+export function enqueueManyValues(p: JobParams, runIds: string[], inputJson: string[]): unknown[] {
+  return [
+    runIds,
+    inputJson,
+    p.kind,
+    p.queue,
+    p.retentionMs,
+    p.priority,
+    p.maxAttempts,
+    p.maxReclaims,
+    p.timeoutMs,
+    p.processAt,
+    p.processInMs,
+  ];
+}

@@ -1,0 +1,64 @@
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { InvalidInputError } from '../errors/invalid-input.error.js';
+import { messages } from '../cyclone.messages.js';
+
+export function checkInteger(value: unknown, name: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidOptionError(messages.invalidInteger(name, value, min, max));
+  }
+  return value;
+}
+
+export function checkName(value: unknown, name: string): string {
+  if (typeof value !== 'string' || value.trim().length === 0 || value.length > 200) {
+    throw new InvalidOptionError(messages.invalidString(name, value));
+  }
+  return value;
+}
+
+export function checkKnownKeys(where: string, value: object, known: readonly string[]): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) throw new InvalidOptionError(messages.unknownOption(where, key, known));
+  }
+}
+
+/**
+ * Serialises a value to JSON text, refusing what would silently change on the
+ * way (functions, symbols, bigints, cycles, non-finite numbers) and what is over
+ * the size limit. `undefined` is stored as null.
+ */
+export function toJson(value: unknown, what: string, maxBytes: number): string {
+  const problem = findUnserialisable(value, new Set());
+  if (problem) throw new InvalidInputError(messages.notSerialisable(what, problem));
+  const text = JSON.stringify(value) ?? 'null';
+  const bytes = Buffer.byteLength(text);
+  if (bytes > maxBytes) throw new InvalidInputError(messages.tooLarge(what, bytes, maxBytes));
+  return text;
+}
+
+function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): string | undefined {
+  switch (typeof value) {
+    case 'function':
+    case 'symbol':
+      return `${path} is a ${typeof value}`;
+    case 'bigint':
+      return `${path} is a bigint; send it as a string`;
+    case 'number':
+      return Number.isFinite(value) ? undefined : `${path} is ${value}`;
+    case 'object': {
+      if (value === null) return undefined;
+      if (seen.has(value)) return `${path} refers back to itself`;
+      if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
+      seen.add(value);
+      const entries = Array.isArray(value) ? value.entries() : Object.entries(value);
+      for (const [key, child] of entries) {
+        const problem = findUnserialisable(child, seen, `${path}.${key}`);
+        if (problem) return problem;
+      }
+      seen.delete(value);
+      return undefined;
+    }
+    default:
+      return undefined;
+  }
+}

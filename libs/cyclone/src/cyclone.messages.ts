@@ -1,0 +1,63 @@
+import type { AbortReason } from './errors/step-aborted.error.js';
+import type { FailedStep } from './errors/run-failed.error.js';
+
+/** Every user-facing message in one place, so wording stays consistent. */
+export const messages = {
+  unknownStep: (kind: string) =>
+    `No handler is registered for step kind "${kind}". ` +
+    `Decorate a method of a provider with @Step('${kind}') and list that provider in a module the app imports.`,
+  duplicateStep: (kind: string, first: string, second: string) =>
+    `Step kind "${kind}" is registered twice: by ${first} and by ${second}. ` +
+    `Each kind needs exactly one handler; rename one of them.`,
+  requestScopedHost: (host: string, kind: string) =>
+    `${host} declares @Step('${kind}') but is not a singleton provider (request- or transient-scoped). ` +
+    `Workers run outside any request: make ${host} a default-scoped provider.`,
+  duplicate: (key: string, runId: string) =>
+    `A run with unique key "${key}" is already active (run ${runId}). ` +
+    `Wait for it to finish, or catch DuplicateError and use its runId.`,
+  runNotFound: (runId: string) =>
+    `Run ${runId} does not exist. It may never have been enqueued, or its retention has expired.`,
+  stepNotFound: (runId: string, nodeId: string) => `Run ${runId} has no node "${nodeId}".`,
+  runFailed: (runId: string, steps: FailedStep[]) =>
+    `Run ${runId} failed: ` +
+    steps.map((s) => `${s.nodeId} discarded (${s.errorKind ?? 'error'}: ${s.error ?? 'no message'})`).join('; '),
+  runCancelled: (runId: string) => `Run ${runId} was cancelled.`,
+  resultTimeout: (runId: string, state: string, ms: number) =>
+    `Run ${runId} did not finish within ${ms} ms (it is still ${state}). The run goes on; call result() again to keep waiting.`,
+  stepAborted: (reason: AbortReason, runId: string, nodeId: string) => {
+    const why: Record<AbortReason, string> = {
+      timeout: 'its timeout elapsed',
+      cancelled: 'its run was cancelled',
+      lease_lost: 'this worker lost its lease (another worker may run it)',
+      shutdown: 'the worker is shutting down; the step is handed back',
+    };
+    return `Step ${nodeId} of run ${runId} was aborted: ${why[reason]}.`;
+  },
+  notInTransaction: () =>
+    'enqueueTx needs an open transaction: pass the EntityManager given by dataSource.transaction(...) ' +
+    'or a QueryRunner after startTransaction(). Use enqueue() for a job outside a transaction.',
+  invalidDuration: (name: string, value: unknown) =>
+    `Option "${name}" must be a non-negative number of milliseconds or a string such as '500ms', '30s', '5m', '2h' or '1d'; got ${describe(value)}.`,
+  invalidInteger: (name: string, value: unknown, min: number, max: number) =>
+    `Option "${name}" must be an integer from ${min} to ${max}; got ${describe(value)}.`,
+  invalidString: (name: string, value: unknown) =>
+    `Option "${name}" must be a non-empty string of at most 200 characters; got ${describe(value)}.`,
+  invalidDate: (name: string, value: unknown) => `Option "${name}" must be a valid Date; got ${describe(value)}.`,
+  conflictingOptions: (a: string, b: string) => `Options "${a}" and "${b}" cannot be used together; pick one.`,
+  unknownOption: (where: string, name: string, known: readonly string[]) =>
+    `Unknown option "${name}" in ${where}. Known options: ${known.join(', ')}.`,
+  notSerialisable: (what: string, reason: string) =>
+    `The ${what} is not JSON-serialisable (${reason}). Pass plain objects, arrays, strings, numbers, booleans or null.`,
+  tooLarge: (what: string, bytes: number, limit: number) =>
+    `The ${what} is ${bytes} bytes of JSON, over the limit of ${limit} bytes (module option maxPayloadBytes). ` +
+    'Store large data elsewhere and pass a reference.',
+  schemaMissing: (missing: number[]) =>
+    `Cyclone's schema is not up to date: migrations ${missing.join(', ')} have not been applied. ` +
+    `Run them (migrationsRun: true, or add CYCLONE_MIGRATIONS to your DataSource), or print the SQL with \`npm run migrations:sql\`.`,
+};
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (value instanceof Date) return `Date(${String(value)})`;
+  return String(value);
+}

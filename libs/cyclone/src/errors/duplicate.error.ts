@@ -1,0 +1,13 @@
+import { CycloneError } from './cyclone.error.js';
+import { messages } from '../cyclone.messages.js';
+
+/** An enqueue with a `unique` key that an unfinished run already holds. */
+export class DuplicateError extends CycloneError {
+  constructor(
+    /** The run that holds the key. */
+    readonly runId: string,
+    readonly uniqueKey: string,
+  ) {
+    super('duplicate', messages.duplicate(uniqueKey, runId));
+  }
+}

@@ -1,0 +1,8 @@
+import { CycloneError } from './cyclone.error.js';
+
+/** An option, duration or argument that cannot be used as given. */
+export class InvalidOptionError extends CycloneError {
+  constructor(message: string) {
+    super('invalid_option', message);
+  }
+}

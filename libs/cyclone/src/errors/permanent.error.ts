@@ -1,0 +1,18 @@
+import { CycloneError } from './cyclone.error.js';
+
+/**
+ * Thrown by a handler to say that retrying cannot help: the attempt is the
+ * last one and the step is discarded with `error_kind = 'permanent'`.
+ */
+export class PermanentError extends CycloneError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('permanent', message, options);
+  }
+}
+
+/** Wraps any thrown value so the engine treats it as permanent. */
+export function permanent(err: unknown): PermanentError {
+  if (err instanceof PermanentError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new PermanentError(message, { cause: err });
+}

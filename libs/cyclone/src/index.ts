@@ -1,0 +1,12 @@
+export { CycloneModule } from './module/cyclone.module.js';
+export { CYCLONE_MODULE_OPTIONS } from './module/cyclone.module-definition.js';
+export { CycloneClient, type ResultOptions } from './client/cyclone.client.js';
+export { CycloneDatabase } from './database/cyclone-database.js';
+export { Step } from './decorators/step.decorator.js';
+export { defineStep, type StepRef, type StepInput, type StepOutput } from './steps/define-step.js';
+export { Snooze } from './steps/snooze.js';
+export { WorkerHost } from './worker/worker-host.js';
+export type { Duration } from './common/duration.js';
+export * from './errors/index.js';
+export * from './interfaces/index.js';
+export { CYCLONE_MIGRATIONS } from '../../../migrations/index.js';

@@ -1,0 +1,35 @@
+import type { DataSource } from 'typeorm';
+import type { Duration } from '../common/duration.js';
+
+export type CycloneConnectionOptions = { url?: string } | { dataSource: DataSource };
+
+export interface QueueOptions {
+  /** How many steps of this queue one client runs at once. */
+  workers: number;
+}
+
+export interface CycloneModuleOptions {
+  /**
+   * Where the tables live. Default: `CYCLONE_DATABASE_URL`, else `DATABASE_URL`,
+   * else an embedded PostgreSQL for development (data in `.cyclone/`).
+   */
+  connection?: CycloneConnectionOptions;
+  /** Queues this client serves and their concurrency. Default `{ default: { workers: 10 } }`. */
+  queues?: Record<string, QueueOptions>;
+  /** How long a claimed step stays owned without a heartbeat. Default 30 s. */
+  leaseTtl?: Duration;
+  /** Poll tick: a random value in [min, max) each tick. Default [100 ms, 1 s). */
+  pollInterval?: [Duration, Duration];
+  /** Reclaims after which a step whose worker keeps dying is discarded. Default unlimited. */
+  maxReclaims?: number;
+  /** How long shutdown waits for running handlers before aborting them. Default 10 s. */
+  shutdownTimeout?: Duration;
+  /** `false` makes an enqueue-only client. Default true. */
+  runWorkers?: boolean;
+  /** `true` applies migrations at startup, `'verify'` only checks, `false` does nothing. Default true. */
+  migrationsRun?: boolean | 'verify';
+  /** How long a finished run is kept before deletion. Default 7 days. */
+  retention?: Duration;
+  /** Largest accepted input or output, in bytes of JSON. Default 1 MiB. */
+  maxPayloadBytes?: number;
+}

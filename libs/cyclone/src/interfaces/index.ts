@@ -1,0 +1,5 @@
+export * from './cyclone-module-options.interface.js';
+export * from './enqueue-options.interface.js';
+export * from './run-info.interface.js';
+export * from './step-context.interface.js';
+export * from './step-options.interface.js';

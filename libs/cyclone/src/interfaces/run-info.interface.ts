@@ -1,0 +1,54 @@
+export type RunState = 'running' | 'paused' | 'completed' | 'failed' | 'cancelled';
+
+export type StepState =
+  | 'pending'
+  | 'available'
+  | 'running'
+  | 'waiting_signal'
+  | 'waiting_timer'
+  | 'paused'
+  | 'completed'
+  | 'discarded'
+  | 'cancelled';
+
+export type ErrorKind = 'error' | 'timeout' | 'permanent' | 'reclaim_limit' | 'signal_timeout';
+
+export interface RunInfo {
+  id: string;
+  /** The step kind of a standalone job; null for a workflow run. */
+  kind: string | null;
+  workflow: string | null;
+  state: RunState;
+  queue: string;
+  input: unknown;
+  uniqueKey: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+export interface StepInfo {
+  id: string;
+  runId: string;
+  nodeId: string;
+  kind: string;
+  state: StepState;
+  queue: string;
+  priority: number;
+  attempt: number;
+  maxAttempts: number;
+  reclaims: number;
+  maxReclaims: number | null;
+  /** Per-attempt timeout in milliseconds, or null. */
+  timeoutMs: number | null;
+  scheduledAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  heartbeatAt: Date | null;
+  leaseOwner: string | null;
+  leaseExpiry: Date | null;
+  leaseGeneration: number;
+  output: unknown;
+  error: string | null;
+  errorKind: ErrorKind | null;
+}

@@ -1,0 +1,72 @@
+import { Logger } from '@nestjs/common';
+import type { SchedulerRegistry } from '@nestjs/schedule';
+
+/**
+ * A background task that never overlaps itself: the next tick is scheduled
+ * only after the current call settles. The pending timeout is registered in
+ * the SchedulerRegistry under the loop's name, so the app can see it.
+ */
+export class Loop {
+  private readonly logger = new Logger('Cyclone');
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopped = true;
+  /** When the last tick finished, for the health indicator. */
+  lastTickAt: Date | null = null;
+  lastError: string | null = null;
+
+  constructor(
+    readonly name: string,
+    private readonly delayMs: () => number,
+    private readonly task: () => Promise<void>,
+    private readonly registry: SchedulerRegistry,
+  ) {}
+
+  start(firstDelayMs = this.delayMs()): void {
+    this.stopped = false;
+    this.schedule(firstDelayMs);
+  }
+
+  /** Runs a tick now unless one is running; used to react to events sooner. */
+  trigger(): void {
+    if (this.stopped || this.running) return;
+    clearTimeout(this.timer);
+    void this.tick();
+  }
+
+  /** Stops scheduling and waits for a running tick to finish. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.unregister();
+    await this.running;
+  }
+
+  private schedule(delay: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => void this.tick(), delay);
+    this.unregister();
+    this.registry.addTimeout(this.name, this.timer);
+  }
+
+  private async tick(): Promise<void> {
+    this.running = this.task()
+      .then(() => {
+        this.lastError = null;
+      })
+      .catch((err: Error) => {
+        this.lastError = err.message;
+        this.logger.warn(`${this.name} failed: ${err.message}`);
+      })
+      .finally(() => {
+        this.lastTickAt = new Date();
+      });
+    await this.running;
+    this.running = undefined;
+    this.schedule(this.delayMs());
+  }
+
+  private unregister(): void {
+    if (this.registry.doesExist('timeout', this.name)) this.registry.deleteTimeout(this.name);
+  }
+}

@@ -1,0 +1,41 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import type { SchedulerRegistry } from '@nestjs/schedule';
+import { CYCLONE_SCHEDULER, RETENTION_BATCH, RETENTION_INTERVAL_MS } from '../cyclone.constants.js';
+import { CycloneDatabase } from '../database/cyclone-database.js';
+import { DELETE_EXPIRED_RUNS } from '../sql/retention.sql.js';
+import { Loop } from './loop.js';
+
+/** Deletes finished runs past their retention, on every client; replicas share the work. */
+@Injectable()
+export class RetentionSweeper implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('Cyclone');
+  readonly loop: Loop;
+
+  constructor(
+    private readonly database: CycloneDatabase,
+    @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
+  ) {
+    // Spread replicas' sweeps apart rather than all on the minute.
+    this.loop = new Loop('cyclone:retention', () => RETENTION_INTERVAL_MS * (0.75 + Math.random() / 2), async () => void (await this.sweep()), scheduler);
+  }
+
+  onApplicationBootstrap(): void {
+    this.loop.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.loop.stop();
+  }
+
+  /** Deletes expired runs in batches until none is left; returns how many. */
+  async sweep(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { rowCount } = await this.database.query(DELETE_EXPIRED_RUNS, [RETENTION_BATCH]);
+      total += rowCount ?? 0;
+      if ((rowCount ?? 0) < RETENTION_BATCH) break;
+    }
+    if (total > 0) this.logger.log(`Retention: deleted ${total} finished run(s)`);
+    return total;
+  }
+}

@@ -1,0 +1,93 @@
+import type { CycloneConnectionOptions, CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import { toMs } from '../common/duration.js';
+import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import {
+  DEFAULT_LEASE_TTL_MS,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_QUEUE,
+  DEFAULT_RETENTION_MS,
+  DEFAULT_SHUTDOWN_TIMEOUT_MS,
+  DEFAULT_WORKERS,
+} from '../cyclone.constants.js';
+
+/** Module options with defaults applied and every value checked, durations in ms. */
+export interface ResolvedOptions {
+  connection?: CycloneConnectionOptions;
+  queues: Map<string, number>;
+  /** Whether `queues` was given: without it, queues named by steps are served too. */
+  queuesConfigured: boolean;
+  leaseTtlMs: number;
+  pollIntervalMs: [number, number];
+  maxReclaims: number | null;
+  shutdownTimeoutMs: number;
+  runWorkers: boolean;
+  migrationsRun: boolean | 'verify';
+  retentionMs: number;
+  maxPayloadBytes: number;
+  poolSize: number;
+}
+
+const KNOWN = [
+  'connection',
+  'queues',
+  'leaseTtl',
+  'pollInterval',
+  'maxReclaims',
+  'shutdownTimeout',
+  'runWorkers',
+  'migrationsRun',
+  'retention',
+  'maxPayloadBytes',
+  'isGlobal',
+] as const;
+
+/** Validates module options at startup so that a typo fails the boot, not a job at 3 a.m. */
+export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOptions {
+  checkKnownKeys('CycloneModule options', options, KNOWN);
+  const queues = new Map<string, number>();
+  for (const [name, queue] of Object.entries(options.queues ?? { [DEFAULT_QUEUE]: { workers: DEFAULT_WORKERS } })) {
+    checkName(name, 'queues');
+    if (typeof queue !== 'object' || queue === null) {
+      throw new InvalidOptionError(`Option "queues.${name}" must be an object such as { workers: 10 }.`);
+    }
+    queues.set(name, checkInteger(queue.workers, `queues.${name}.workers`, 0, 10_000));
+  }
+  const [minPoll, maxPoll] = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  const pollIntervalMs: [number, number] = [toMs(minPoll, 'pollInterval[0]'), toMs(maxPoll, 'pollInterval[1]')];
+  if (pollIntervalMs[0] <= 0 || pollIntervalMs[1] < pollIntervalMs[0]) {
+    throw new InvalidOptionError(
+      `Option "pollInterval" must be [min, max] with 0 < min <= max; got [${pollIntervalMs.join(', ')}] ms.`,
+    );
+  }
+  const leaseTtlMs = toMs(options.leaseTtl ?? DEFAULT_LEASE_TTL_MS, 'leaseTtl');
+  if (leaseTtlMs < 30) throw new InvalidOptionError(`Option "leaseTtl" must be at least 30 ms; got ${leaseTtlMs} ms.`);
+  const migrationsRun = options.migrationsRun ?? true;
+  if (migrationsRun !== true && migrationsRun !== false && migrationsRun !== 'verify') {
+    throw new InvalidOptionError(`Option "migrationsRun" must be true, false or 'verify'; got ${String(migrationsRun)}.`);
+  }
+  const workers = [...queues.values()].reduce((a, b) => a + b, 0);
+  return {
+    connection: options.connection,
+    queues,
+    queuesConfigured: options.queues !== undefined,
+    leaseTtlMs,
+    pollIntervalMs,
+    maxReclaims:
+      options.maxReclaims === undefined ? null : checkInteger(options.maxReclaims, 'maxReclaims', 0, 1_000_000),
+    shutdownTimeoutMs: toMs(options.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS, 'shutdownTimeout'),
+    runWorkers: options.runWorkers ?? true,
+    migrationsRun,
+    retentionMs: toMs(options.retention ?? DEFAULT_RETENTION_MS, 'retention'),
+    maxPayloadBytes: checkInteger(
+      options.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+      'maxPayloadBytes',
+      1,
+      256 * 1024 * 1024,
+    ),
+    // Handlers do not hold a connection while they run; claims, completions and
+    // heartbeats borrow one briefly. A few per queue plus headroom for enqueues.
+    poolSize: Math.min(10 + Math.ceil(workers / 4) + queues.size, 50),
+  };
+}

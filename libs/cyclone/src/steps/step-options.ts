@@ -1,0 +1,39 @@
+import { optionalMs } from '../common/duration.js';
+import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MIN_PRIORITY } from '../cyclone.constants.js';
+import type { StepOptions } from '../interfaces/step-options.interface.js';
+import type { RegisteredStep } from './registered-step.js';
+
+const KNOWN = ['queue', 'priority', 'timeout', 'maxAttempts', 'backoff', 'retention', 'maxReclaims'] as const;
+
+type StepDefaults = Omit<RegisteredStep, 'kind' | 'host' | 'handler'>;
+
+/** Checks a kind's `@Step` options, naming the kind in any error. */
+export function resolveStepOptions(kind: string, options: StepOptions): StepDefaults {
+  const where = `@Step('${kind}')`;
+  try {
+    checkName(kind, 'kind');
+    checkKnownKeys(`${where} options`, options, KNOWN);
+    if (options.backoff !== undefined && typeof options.backoff !== 'function') {
+      throw new InvalidOptionError(`Option "backoff" must be a function (attempt) => Duration.`);
+    }
+    return {
+      queue: options.queue === undefined ? undefined : checkName(options.queue, 'queue'),
+      priority:
+        options.priority === undefined ? undefined : checkInteger(options.priority, 'priority', MIN_PRIORITY, MAX_PRIORITY),
+      timeoutMs: optionalMs(options.timeout, 'timeout'),
+      maxAttempts:
+        options.maxAttempts === undefined
+          ? undefined
+          : checkInteger(options.maxAttempts, 'maxAttempts', 1, MAX_ATTEMPTS_LIMIT),
+      backoff: options.backoff,
+      retentionMs: optionalMs(options.retention, 'retention'),
+      maxReclaims:
+        options.maxReclaims === undefined ? undefined : checkInteger(options.maxReclaims, 'maxReclaims', 0, 1_000_000),
+    };
+  } catch (err) {
+    if (err instanceof InvalidOptionError) throw new InvalidOptionError(`${where}: ${err.message}`);
+    throw err;
+  }
+}

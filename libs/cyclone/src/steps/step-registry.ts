@@ -1,0 +1,34 @@
+import { Injectable } from '@nestjs/common';
+import { DuplicateStepError } from '../errors/duplicate-step.error.js';
+import { UnknownStepError } from '../errors/unknown-step.error.js';
+import type { RegisteredStep } from './registered-step.js';
+
+/** The step kinds this client can run, filled by the explorer at startup. */
+@Injectable()
+export class StepRegistry {
+  private readonly steps = new Map<string, RegisteredStep>();
+
+  register(step: RegisteredStep): void {
+    const existing = this.steps.get(step.kind);
+    if (existing) throw new DuplicateStepError(step.kind, existing.host, step.host);
+    this.steps.set(step.kind, step);
+  }
+
+  get(kind: string): RegisteredStep {
+    const step = this.steps.get(kind);
+    if (!step) throw new UnknownStepError(kind);
+    return step;
+  }
+
+  find(kind: string): RegisteredStep | undefined {
+    return this.steps.get(kind);
+  }
+
+  kinds(): string[] {
+    return [...this.steps.keys()];
+  }
+
+  all(): RegisteredStep[] {
+    return [...this.steps.values()];
+  }
+}

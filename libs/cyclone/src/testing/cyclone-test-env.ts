@@ -1,0 +1,113 @@
+import { Module, type DynamicModule, type INestApplicationContext, type LogLevel, type Provider, type Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { DataSource } from 'typeorm';
+import { CycloneClient } from '../client/cyclone.client.js';
+import { waitForRun } from '../client/run-waiter.js';
+import { toMs, type Duration } from '../common/duration.js';
+import { CycloneDatabase } from '../database/cyclone-database.js';
+import { CycloneError } from '../errors/cyclone.error.js';
+import { ResultTimeoutError } from '../errors/result-timeout.error.js';
+import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import type { RunInfo } from '../interfaces/run-info.interface.js';
+import { CycloneModule } from '../module/cyclone.module.js';
+import { NotificationListener } from '../worker/notification-listener.js';
+import { TestDatabase } from './test-database.js';
+
+export interface CycloneTestEnvOptions extends Omit<CycloneModuleOptions, 'connection'> {
+  /** Providers with `@Step` handlers, and anything they need. */
+  providers?: Provider[];
+  imports?: (Type | DynamicModule)[];
+  /** Workers of the `default` queue. Default 2. */
+  workers?: number;
+  /**
+   * Server to use. Default `CYCLONE_TEST_DATABASE_URL`, else
+   * `CYCLONE_DATABASE_URL`, else `DATABASE_URL`.
+   */
+  databaseUrl?: string;
+  /** Create a fresh database for this environment (default), or use `databaseUrl`'s as it is. */
+  isolate?: boolean;
+  /** Nest log levels. Default errors only. */
+  logger?: LogLevel[] | false;
+}
+
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+
+/**
+ * A Nest application context running Cyclone against a real PostgreSQL, with
+ * short test timings: the test kit's counterpart of the seeds' `cyclonetest`.
+ */
+export class CycloneTestEnv {
+  private constructor(
+    readonly app: INestApplicationContext,
+    readonly client: CycloneClient,
+    readonly dataSource: DataSource,
+    /** URL of this environment's database, to start a second replica on it. */
+    readonly databaseUrl: string,
+    private readonly database?: TestDatabase,
+  ) {}
+
+  static async create(options: CycloneTestEnvOptions = {}): Promise<CycloneTestEnv> {
+    const { providers = [], imports = [], workers = 2, databaseUrl, isolate = true, logger, ...moduleOptions } = options;
+    const baseUrl =
+      databaseUrl ??
+      process.env.CYCLONE_TEST_DATABASE_URL ??
+      process.env.CYCLONE_DATABASE_URL ??
+      process.env.DATABASE_URL;
+    if (!baseUrl) {
+      throw new CycloneError(
+        'no_test_database',
+        'CycloneTestEnv needs a PostgreSQL server: set CYCLONE_TEST_DATABASE_URL (or pass databaseUrl).',
+      );
+    }
+    const database = isolate ? await TestDatabase.create(baseUrl) : undefined;
+    const url = database?.url ?? baseUrl;
+
+    @Module({
+      imports: [
+        CycloneModule.forRoot({
+          pollInterval: [50, 200],
+          shutdownTimeout: 2_000,
+          ...moduleOptions,
+          queues: moduleOptions.queues ?? { default: { workers } },
+          connection: { url },
+        }),
+        ...imports,
+      ],
+      providers,
+    })
+    class CycloneTestModule {}
+
+    try {
+      const app = await NestFactory.createApplicationContext(CycloneTestModule, {
+        logger: logger ?? ['error'],
+        abortOnError: false,
+      });
+      return new CycloneTestEnv(app, app.get(CycloneClient), app.get(CycloneDatabase).dataSource, url, database);
+    } catch (err) {
+      await database?.drop();
+      throw err;
+    }
+  }
+
+  /**
+   * Waits until the run finishes (completed, failed or cancelled) and returns
+   * it; throws `ResultTimeoutError` if it is still going after `timeout`
+   * (default 30 s).
+   */
+  async runUntilComplete(runId: string, opts: { timeout?: Duration } = {}): Promise<RunInfo> {
+    const timeoutMs = toMs(opts.timeout ?? 30_000, 'timeout');
+    let last: RunInfo | undefined;
+    const run = await waitForRun(this.app.get(NotificationListener), runId, timeoutMs, async () => {
+      last = await this.client.getRun(runId);
+      return TERMINAL.has(last.state) ? last : undefined;
+    });
+    if (!run) throw new ResultTimeoutError(runId, last?.state ?? 'unknown', timeoutMs);
+    return run;
+  }
+
+  /** Stops the app (draining workers) and drops the environment's database. */
+  async close(): Promise<void> {
+    await this.app.close();
+    await this.database?.drop();
+  }
+}

@@ -1,0 +1,107 @@
+import { Injectable, Logger } from '@nestjs/common';
+import pg from 'pg';
+import { RUN_FINISHED_CHANNEL, WAKE_CHANNEL } from '../cyclone.constants.js';
+import { CycloneDatabase } from '../database/cyclone-database.js';
+
+type Listener = (payload: string) => void;
+
+const RECONNECT_MIN_MS = 100;
+const RECONNECT_MAX_MS = 5_000;
+
+/**
+ * The LISTEN connection: one dedicated client per app, outside the pool, since
+ * a pooled connection would be handed to other queries. It reconnects with
+ * backoff when the connection drops; while it is down, polling keeps jobs
+ * moving, and on reconnect every subscriber is told to look again, since
+ * notifications sent in the gap are gone.
+ */
+@Injectable()
+export class NotificationListener {
+  private readonly logger = new Logger('Cyclone');
+  private readonly subscribers = new Map<string, Set<Listener>>([
+    [WAKE_CHANNEL, new Set()],
+    [RUN_FINISHED_CHANNEL, new Set()],
+  ]);
+  private readonly reconnectSubscribers = new Set<() => void>();
+  private client?: pg.Client;
+  private stopped = true;
+  private reconnectDelay = RECONNECT_MIN_MS;
+  private reconnectTimer?: NodeJS.Timeout;
+  private connected = false;
+
+  constructor(private readonly database: CycloneDatabase) {}
+
+  get isConnected(): boolean {
+    return this.connected;
+  }
+
+  async start(): Promise<void> {
+    if (!this.stopped) return;
+    this.stopped = false;
+    await this.connect();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    const client = this.client;
+    this.client = undefined;
+    this.connected = false;
+    await client?.end().catch((err: Error) => this.logger.debug(`LISTEN connection close: ${err.message}`));
+  }
+
+  /** Calls `fn` with each payload on `channel`; returns the unsubscribe function. */
+  on(channel: string, fn: Listener): () => void {
+    const set = this.subscribers.get(channel);
+    if (!set) throw new Error(`Unknown channel ${channel}`);
+    set.add(fn);
+    return () => set.delete(fn);
+  }
+
+  /** Calls `fn` after each reconnect, when notifications may have been missed. */
+  onReconnect(fn: () => void): () => void {
+    this.reconnectSubscribers.add(fn);
+    return () => this.reconnectSubscribers.delete(fn);
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client({ ...this.database.clientConfig(), application_name: 'cyclone-listener' });
+    client.on('notification', (msg) => this.dispatch(msg.channel, msg.payload ?? ''));
+    client.on('error', (err) => this.lost(client, err));
+    client.on('end', () => this.lost(client));
+    this.client = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${WAKE_CHANNEL}; LISTEN ${RUN_FINISHED_CHANNEL}`);
+    } catch (err) {
+      this.lost(client, err as Error);
+      return;
+    }
+    if (this.client !== client) return;
+    const wasReconnect = this.reconnectDelay > RECONNECT_MIN_MS;
+    this.connected = true;
+    this.reconnectDelay = RECONNECT_MIN_MS;
+    if (wasReconnect) {
+      this.logger.log('LISTEN connection restored');
+      for (const fn of this.reconnectSubscribers) fn();
+    }
+  }
+
+  private lost(client: pg.Client, err?: Error): void {
+    if (this.client !== client) return;
+    this.client = undefined;
+    this.connected = false;
+    client.removeAllListeners('end');
+    client.end().catch((e: Error) => this.logger.debug(`LISTEN connection close: ${e.message}`));
+    if (this.stopped) return;
+    this.logger.warn(
+      `LISTEN connection lost${err ? `: ${err.message}` : ''}; polling covers the gap, retrying in ${this.reconnectDelay} ms`,
+    );
+    this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelay);
+    this.reconnectDelay = Math.min(this.reconnectDelay * 2, RECONNECT_MAX_MS);
+  }
+
+  private dispatch(channel: string, payload: string): void {
+    for (const fn of this.subscribers.get(channel) ?? []) fn(payload);
+  }
+}

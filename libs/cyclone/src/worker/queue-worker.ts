@@ -1,0 +1,81 @@
+import { Logger } from '@nestjs/common';
+import { CLAIM_STEPS } from '../sql/claim.sql.js';
+import type { StepRegistry } from '../steps/step-registry.js';
+import type { ClaimedStep } from './claimed-step.js';
+import { StepExecution, type ExecutionDeps } from './step-execution.js';
+
+/**
+ * The workers of one queue: a number of slots, filled by one claim statement
+ * for as many steps as there are free slots. Claims never overlap; a wake-up
+ * that arrives during a claim makes it claim once more when it ends.
+ */
+export class QueueWorker {
+  private readonly logger = new Logger('Cyclone');
+  readonly running = new Map<string, StepExecution>();
+  private claiming = false;
+  private wakeAgain = false;
+  /** The last claim filled every free slot: there may be more waiting. */
+  private backlog = false;
+  private stopped = false;
+
+  constructor(
+    readonly queue: string,
+    readonly slots: number,
+    private readonly registry: StepRegistry,
+    private readonly deps: ExecutionDeps,
+  ) {}
+
+  wake(): void {
+    if (this.stopped || this.slots === 0) return;
+    if (this.claiming) {
+      this.wakeAgain = true;
+      return;
+    }
+    void this.claimWhileWork();
+  }
+
+  /** Stops claiming; running steps go on. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  private async claimWhileWork(): Promise<void> {
+    this.claiming = true;
+    try {
+      do {
+        this.wakeAgain = false;
+        const free = this.slots - this.running.size;
+        if (free <= 0) break;
+        const claimed = await this.claim(free);
+        this.backlog = claimed === free;
+      } while ((this.wakeAgain || this.backlog) && !this.stopped);
+    } catch (err) {
+      // Usually the database is unreachable. Claiming pauses until the next
+      // poll tick or wake-up; nothing was claimed, so nothing is lost.
+      this.deps.stats.claimFailures += 1;
+      this.deps.stats.lastClaimError = (err as Error).message;
+      this.logger.warn(`Claim on queue "${this.queue}" failed: ${(err as Error).message}`);
+    } finally {
+      this.claiming = false;
+    }
+  }
+
+  private async claim(limit: number): Promise<number> {
+    const { rows } = await this.deps.database.query<ClaimedStep & Record<string, unknown>>(CLAIM_STEPS, [
+      this.queue,
+      this.registry.kinds(),
+      limit,
+      this.deps.owner,
+      this.deps.leaseTtlMs,
+    ]);
+    for (const row of rows) {
+      const execution = new StepExecution(row, this.registry.get(row.kind), this.deps);
+      this.running.set(row.id, execution);
+      void execution.start().finally(() => {
+        this.running.delete(row.id);
+        if (this.backlog) this.wake();
+      });
+    }
+    return rows.length;
+  }
+}

@@ -1,0 +1,174 @@
+import { Logger } from '@nestjs/common';
+import type { CycloneDatabase } from '../database/cyclone-database.js';
+import { PermanentError } from '../errors/permanent.error.js';
+import { StepAbortedError, type AbortReason } from '../errors/step-aborted.error.js';
+import { toMs } from '../common/duration.js';
+import { toJson } from '../common/validate.js';
+import type { RegisteredStep } from '../steps/registered-step.js';
+import { Snooze } from '../steps/snooze.js';
+import { COMPLETE_STEP, FAIL_STEP, SNOOZE_STEP } from '../sql/complete.sql.js';
+import type { ClaimedStep } from './claimed-step.js';
+import { Heartbeat } from './heartbeat.js';
+import { defaultBackoff } from './retry-policy.js';
+import { StepContextImpl } from './step-context.js';
+import type { WorkerStats } from './worker-stats.js';
+
+export interface ExecutionDeps {
+  database: CycloneDatabase;
+  owner: string;
+  leaseTtlMs: number;
+  maxPayloadBytes: number;
+  stats: WorkerStats;
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown } | { abandoned: true };
+
+/**
+ * How long a handler may keep running after its signal aborted before the
+ * worker stops waiting for it and frees the slot. JavaScript cannot kill a
+ * promise; one that ignores its signal runs on, and its result is dropped.
+ */
+const ABANDON_AFTER_MS = 2_000;
+
+/**
+ * One attempt of one claimed step: the handler call, its heartbeat and
+ * deadline, and the write that records the outcome. Every write is a
+ * compare-and-set on this attempt's lease, so an outcome that arrives after
+ * the step moved on changes nothing.
+ */
+export class StepExecution {
+  readonly controller = new AbortController();
+  private readonly logger: Logger;
+  private readonly heartbeat: Heartbeat;
+  private deadlineTimer?: NodeJS.Timeout;
+  private abandonTimer?: NodeJS.Timeout;
+  private abandon?: () => void;
+  /** Set once the step is handed back at shutdown: nothing else may be written. */
+  handedBack = false;
+
+  constructor(
+    readonly row: ClaimedStep,
+    private readonly step: RegisteredStep,
+    private readonly deps: ExecutionDeps,
+  ) {
+    this.logger = new Logger(`Cyclone:${row.kind}`);
+    this.heartbeat = new Heartbeat(row, deps.database, deps.owner, deps.leaseTtlMs, deps.stats, this.logger, (reason) => {
+      if (reason !== 'timeout') deps.stats.leasesLost += 1;
+      this.abort(reason);
+    });
+  }
+
+  get aborted(): AbortReason | undefined {
+    const reason = this.controller.signal.reason;
+    return reason instanceof StepAbortedError ? reason.reason : undefined;
+  }
+
+  abort(reason: AbortReason): void {
+    if (this.controller.signal.aborted) return;
+    this.controller.abort(new StepAbortedError(reason, this.row.run_id, this.row.node_id));
+    this.heartbeat.stop();
+    this.abandonTimer = setTimeout(() => this.abandon?.(), reason === 'shutdown' ? 0 : ABANDON_AFTER_MS);
+  }
+
+  /** Settles once the attempt's outcome is recorded (or given up on); never rejects. */
+  finished: Promise<void> = Promise.resolve();
+
+  start(): Promise<void> {
+    this.finished = this.run();
+    return this.finished;
+  }
+
+  private async run(): Promise<void> {
+    const timeoutMs = this.row.timeout_ms === null ? null : Number(this.row.timeout_ms);
+    const deadline = timeoutMs === null ? null : new Date(Date.now() + timeoutMs);
+    if (timeoutMs !== null) this.deadlineTimer = setTimeout(() => this.abort('timeout'), timeoutMs);
+    this.heartbeat.start();
+    const ctx = new StepContextImpl(this.row, this.controller.signal, deadline, this.logger);
+    try {
+      const outcome = await this.call(ctx);
+      await this.record(outcome);
+    } catch (err) {
+      // Recording failed (the database is unreachable): the lease will expire
+      // and the sweep hands the step to a live worker.
+      this.logger.error(
+        `Could not record the outcome of step ${this.row.node_id} (run ${this.row.run_id}): ${(err as Error).message}`,
+      );
+    } finally {
+      this.heartbeat.stop();
+      clearTimeout(this.deadlineTimer);
+      clearTimeout(this.abandonTimer);
+    }
+  }
+
+  private call(ctx: StepContextImpl): Promise<Outcome> {
+    const handled = Promise.resolve()
+      .then(() => this.step.handler(this.row.input, ctx))
+      .then(
+        (value): Outcome => ({ ok: true, value }),
+        (error: unknown): Outcome => ({ ok: false, error }),
+      );
+    const abandoned = new Promise<Outcome>((resolve) => {
+      this.abandon = () => resolve({ abandoned: true });
+    });
+    return Promise.race([handled, abandoned]);
+  }
+
+  private async record(outcome: Outcome): Promise<void> {
+    const reason = this.aborted;
+    if (this.handedBack || reason === 'shutdown') return;
+    if (reason === 'timeout') {
+      // Past its deadline the attempt has timed out, whatever the handler returned.
+      return this.fail(`Step timed out after ${this.row.timeout_ms} ms`, 'timeout');
+    }
+    if ('abandoned' in outcome) return;
+    if (!outcome.ok) {
+      const { error } = outcome;
+      if (error instanceof PermanentError) return this.fail(error.message, 'permanent');
+      return this.fail(errorMessage(error), 'error');
+    }
+    if (outcome.value instanceof Snooze) return this.snooze(outcome.value.delayMs);
+    let output: string;
+    try {
+      output = toJson(outcome.value ?? null, 'output', this.deps.maxPayloadBytes);
+    } catch (err) {
+      return this.fail((err as Error).message, 'error');
+    }
+    const { rows } = await this.deps.database.query(COMPLETE_STEP, [...this.lease(), output]);
+    if (!rows[0].ok) this.logDropped('completion');
+  }
+
+  private async fail(message: string, kind: 'error' | 'permanent' | 'timeout'): Promise<void> {
+    const backoff = this.step.backoff ? toMs(this.step.backoff(this.row.attempt), 'backoff') : defaultBackoff(this.row.attempt);
+    const { rows } = await this.deps.database.query(FAIL_STEP, [...this.lease(), message, kind, backoff]);
+    const state = rows[0].state as string | null;
+    if (state === null) return this.logDropped('failure');
+    this.logger.warn(
+      `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${message}; ` +
+        (state === 'discarded' ? 'discarded' : `retrying in ${backoff} ms`),
+    );
+  }
+
+  private async snooze(delayMs: number): Promise<void> {
+    const { rowCount } = await this.deps.database.query(SNOOZE_STEP, [...this.lease(), delayMs]);
+    if (rowCount === 0) this.logDropped('snooze');
+  }
+
+  private lease(): [string, string, string] {
+    return [this.row.id, this.deps.owner, this.row.lease_generation];
+  }
+
+  private logDropped(what: string): void {
+    this.logger.debug(
+      `Dropped the ${what} of step ${this.row.node_id} (run ${this.row.run_id}): the step is no longer this worker's lease`,
+    );
+  }
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message || error.name;
+  try {
+    return `Non-Error thrown: ${typeof error === 'string' ? error : JSON.stringify(error)}`;
+  } catch {
+    return `Non-Error thrown: ${String(error)}`;
+  }
+}

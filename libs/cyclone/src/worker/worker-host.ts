@@ -1,0 +1,153 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnModuleDestroy,
+} from '@nestjs/common';
+import { ModulesContainer } from '@nestjs/core';
+import type { SchedulerRegistry } from '@nestjs/schedule';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER, DEFAULT_WORKERS, WAKE_CHANNEL } from '../cyclone.constants.js';
+import { CycloneDatabase } from '../database/cyclone-database.js';
+import { Loop } from '../maintenance/loop.js';
+import type { ResolvedOptions } from '../module/resolved-options.js';
+import { HAND_BACK } from '../sql/lease.sql.js';
+import { StepRegistry } from '../steps/step-registry.js';
+import { NotificationListener } from './notification-listener.js';
+import { QueueWorker } from './queue-worker.js';
+import { WorkerStats } from './worker-stats.js';
+
+/** Apps whose workers are already running: a second import of the module must not start more. */
+const startedApps = new WeakSet<ModulesContainer>();
+
+/**
+ * Runs this client's workers: one QueueWorker per served queue, woken by
+ * NOTIFY and by the poll loop. Starts after every module has initialised (so
+ * discovery is done) and drains in `onModuleDestroy`, while the database is
+ * still open.
+ */
+@Injectable()
+export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('Cyclone');
+  readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  readonly stats = new WorkerStats();
+  readonly workers = new Map<string, QueueWorker>();
+  readonly pollLoop: Loop;
+  private unsubscribe: (() => void)[] = [];
+  private active = false;
+
+  constructor(
+    private readonly database: CycloneDatabase,
+    private readonly registry: StepRegistry,
+    private readonly listener: NotificationListener,
+    private readonly modules: ModulesContainer,
+    @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
+    @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
+  ) {
+    const [min, max] = options.pollIntervalMs;
+    this.pollLoop = new Loop('cyclone:poll', () => min + Math.random() * (max - min), () => this.poll(), scheduler);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.listener.start();
+    if (!this.options.runWorkers) return;
+    if (startedApps.has(this.modules)) {
+      this.logger.warn('CycloneModule is imported more than once; workers run for the first import only.');
+      return;
+    }
+    startedApps.add(this.modules);
+    this.active = true;
+    for (const [queue, slots] of this.servedQueues()) {
+      this.workers.set(
+        queue,
+        new QueueWorker(queue, slots, this.registry, {
+          database: this.database,
+          owner: this.owner,
+          leaseTtlMs: this.options.leaseTtlMs,
+          maxPayloadBytes: this.options.maxPayloadBytes,
+          stats: this.stats,
+        }),
+      );
+    }
+    this.unsubscribe.push(
+      this.listener.on(WAKE_CHANNEL, (queue) => this.workers.get(queue)?.wake()),
+      this.listener.onReconnect(() => this.wakeAll()),
+    );
+    this.logger.log(
+      `Workers started as ${this.owner}: ` +
+        [...this.workers.values()].map((w) => `${w.queue}×${w.slots}`).join(', '),
+    );
+    this.pollLoop.start(0);
+  }
+
+  /**
+   * Graceful shutdown: stop claiming, give running handlers `shutdownTimeout`
+   * to finish, then abort the rest and hand their steps back, available at
+   * once with nothing counted against them.
+   */
+  async onModuleDestroy(): Promise<void> {
+    for (const fn of this.unsubscribe) fn();
+    if (this.active) {
+      startedApps.delete(this.modules);
+      for (const worker of this.workers.values()) worker.stop();
+      await this.pollLoop.stop();
+      await this.drain();
+    }
+    await this.listener.stop();
+  }
+
+  private async drain(): Promise<void> {
+    const running = () => [...this.workers.values()].flatMap((w) => [...w.running.values()]);
+    const all = running();
+    if (all.length === 0) return;
+    this.logger.log(`Waiting up to ${this.options.shutdownTimeoutMs} ms for ${all.length} running step(s)`);
+    const drained = Promise.all(all.map((e) => e.finished));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.shutdownTimeoutMs)));
+    await Promise.race([drained, timedOut]);
+    clearTimeout(timer);
+    const left = running();
+    if (left.length === 0) return;
+    for (const execution of left) {
+      execution.handedBack = true;
+      execution.abort('shutdown');
+    }
+    const { rowCount } = await this.database.query(HAND_BACK, [
+      left.map((e) => e.row.id),
+      this.owner,
+      left.map((e) => e.row.lease_generation),
+    ]);
+    this.logger.warn(`Shutdown: handed back ${rowCount} step(s) that did not finish in time`);
+  }
+
+  wakeAll(): void {
+    for (const worker of this.workers.values()) worker.wake();
+  }
+
+  private async poll(): Promise<void> {
+    this.wakeAll();
+  }
+
+  /**
+   * The configured queues, plus, when none were configured, any queue a
+   * registered step names, so that `@Step('x', { queue: 'bulk' })` runs
+   * without further setup.
+   */
+  private servedQueues(): Map<string, number> {
+    const queues = new Map(this.options.queues);
+    for (const step of this.registry.all()) {
+      if (!step.queue || queues.has(step.queue)) continue;
+      if (this.options.queuesConfigured) {
+        this.logger.warn(
+          `Step "${step.kind}" runs on queue "${step.queue}", which this client does not serve; ` +
+            `add it to the queues option for its jobs to run here.`,
+        );
+      } else {
+        queues.set(step.queue, DEFAULT_WORKERS);
+      }
+    }
+    return queues;
+  }
+}

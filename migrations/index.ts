@@ -1,0 +1,9 @@
+import { CycloneInit1764403200000 } from './1764403200000-cyclone-init.js';
+
+/**
+ * Cyclone's migrations in order. Add them to your own DataSource's
+ * `migrations` to migrate with TypeORM, or let `CycloneModule` apply them.
+ */
+export const CYCLONE_MIGRATIONS = [CycloneInit1764403200000] as const;
+
+export type CycloneMigration = (typeof CYCLONE_MIGRATIONS)[number];
