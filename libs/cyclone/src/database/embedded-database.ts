@@ -32,7 +32,8 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
     password: 'postgres',
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
-    onLog: (message: unknown) => options.logger.verbose(String(message).trim()),
+    // The server's own start-up chatter; failures arrive through onError.
+    onLog: () => undefined,
     onError: (error: unknown) => options.logger.error(String(error)),
   });
   if (fresh) await server.initialise();

@@ -48,6 +48,14 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
     WorkerHost,
     RetentionSweeper,
   ],
-  exports: [CycloneClient, CycloneDatabase, StepRegistry, WorkerHost, NotificationListener, CYCLONE_OPTIONS],
+  exports: [
+    CycloneClient,
+    CycloneDatabase,
+    StepRegistry,
+    WorkerHost,
+    NotificationListener,
+    RetentionSweeper,
+    CYCLONE_OPTIONS,
+  ],
 })
 export class CycloneModule extends CycloneConfigurableModule {}

@@ -1,0 +1,98 @@
+import { describe, it, expect } from '@jest/globals';
+import { resolveOptions } from './resolved-options.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+
+function rejection(options: unknown): Error {
+  try {
+    resolveOptions(options as CycloneModuleOptions);
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected resolveOptions to reject');
+}
+
+describe('resolveOptions', () => {
+  it('applies the documented defaults', () => {
+    const resolved = resolveOptions({});
+    expect([...resolved.queues]).toEqual([['default', 10]]);
+    expect(resolved.queuesConfigured).toBe(false);
+    expect(resolved.leaseTtlMs).toBe(30_000);
+    expect(resolved.pollIntervalMs).toEqual([100, 1_000]);
+    expect(resolved.maxReclaims).toBeNull();
+    expect(resolved.shutdownTimeoutMs).toBe(10_000);
+    expect(resolved.runWorkers).toBe(true);
+    expect(resolved.migrationsRun).toBe(true);
+    expect(resolved.retentionMs).toBe(7 * 24 * 3_600_000);
+    expect(resolved.maxPayloadBytes).toBe(1024 * 1024);
+    expect(resolved.connection).toBeUndefined();
+  });
+
+  it('also works with no argument at all', () => {
+    expect(resolveOptions().leaseTtlMs).toBe(30_000);
+  });
+
+  it('turns durations given as strings into milliseconds', () => {
+    const resolved = resolveOptions({
+      leaseTtl: '10s',
+      pollInterval: ['250ms', '2s'],
+      shutdownTimeout: '1m',
+      retention: '1d',
+    });
+    expect(resolved.leaseTtlMs).toBe(10_000);
+    expect(resolved.pollIntervalMs).toEqual([250, 2_000]);
+    expect(resolved.shutdownTimeoutMs).toBe(60_000);
+    expect(resolved.retentionMs).toBe(86_400_000);
+  });
+
+  it('keeps the configured queues, and only them', () => {
+    const resolved = resolveOptions({ queues: { bulk: { workers: 3 }, mail: { workers: 0 } } });
+    expect([...resolved.queues]).toEqual([
+      ['bulk', 3],
+      ['mail', 0],
+    ]);
+    expect(resolved.queuesConfigured).toBe(true);
+  });
+
+  it('keeps the other settings given', () => {
+    const connection = { url: 'postgres://u:p@db:5432/app' };
+    const resolved = resolveOptions({
+      connection,
+      maxReclaims: 3,
+      runWorkers: false,
+      migrationsRun: 'verify',
+      maxPayloadBytes: 4096,
+      isGlobal: false,
+    } as CycloneModuleOptions);
+    expect(resolved.connection).toBe(connection);
+    expect(resolved.maxReclaims).toBe(3);
+    expect(resolved.runWorkers).toBe(false);
+    expect(resolved.migrationsRun).toBe('verify');
+    expect(resolved.maxPayloadBytes).toBe(4096);
+    expect(resolveOptions({ migrationsRun: false }).migrationsRun).toBe(false);
+  });
+
+  it.each([
+    ['an unknown option', { leaseTTL: '30s' }, 'leaseTTL'],
+    ['a negative lease TTL', { leaseTtl: -1 }, 'leaseTtl'],
+    ['an unparsable lease TTL', { leaseTtl: '30 secs' }, 'leaseTtl'],
+    ['a lease TTL too short to heartbeat', { leaseTtl: 10 }, 'leaseTtl'],
+    ['a zero poll interval', { pollInterval: [0, 100] }, 'pollInterval'],
+    ['a poll interval with max below min', { pollInterval: ['2s', '1s'] }, 'pollInterval'],
+    ['a bad poll bound', { pollInterval: ['1s', 'soon'] }, 'pollInterval[1]'],
+    ['a negative worker count', { queues: { default: { workers: -1 } } }, 'queues.default.workers'],
+    ['a fractional worker count', { queues: { default: { workers: 1.5 } } }, 'queues.default.workers'],
+    ['a queue that is not an object', { queues: { default: 5 } }, 'queues.default'],
+    ['an empty queue name', { queues: { '': { workers: 1 } } }, 'queues'],
+    ['a negative maxReclaims', { maxReclaims: -1 }, 'maxReclaims'],
+    ['a bad migrationsRun', { migrationsRun: 'yes' }, 'migrationsRun'],
+    ['a negative shutdown timeout', { shutdownTimeout: -5 }, 'shutdownTimeout'],
+    ['a bad retention', { retention: 'forever' }, 'retention'],
+    ['a zero payload limit', { maxPayloadBytes: 0 }, 'maxPayloadBytes'],
+  ])('rejects %s with InvalidOptionError naming it', (_label, options, name) => {
+    const err = rejection(options);
+    expect(err).toBeInstanceOf(InvalidOptionError);
+    expect((err as InvalidOptionError).code).toBe('invalid_option');
+    expect(err.message).toContain(name);
+  });
+});

@@ -1,0 +1,21 @@
+/**
+ * Running steps whose lease expired longer ago than $1 ms: a live client's
+ * sweep should have reclaimed them by then.
+ */
+export const STRANDED_LEASES = /* sql */ `
+SELECT count(*)::int AS stranded,
+       (extract(epoch FROM now() - min(lease_expiry)) * 1000)::bigint AS oldest_ms
+  FROM cyclone_steps
+ WHERE state = 'running' AND lease_expiry < now() - $1 * interval '1 millisecond'`;
+
+/** Per queue: due available steps, running steps, and how long the oldest due step has waited. */
+export const QUEUE_STATE = /* sql */ `
+SELECT queue,
+       count(*) FILTER (WHERE state = 'available')::int AS available,
+       count(*) FILTER (WHERE state = 'running')::int AS running,
+       COALESCE((extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE state = 'available')) * 1000)::bigint, 0)
+         AS oldest_available_ms
+  FROM cyclone_steps
+ WHERE (state = 'available' AND scheduled_at <= now()) OR state = 'running'
+ GROUP BY queue
+ ORDER BY queue`;

@@ -1,0 +1,28 @@
+import { Module } from '@nestjs/common';
+import { CycloneModule } from '../libs/cyclone/src/index.js';
+import { EmailsModule } from './emails/emails.module.js';
+import { HealthModule } from './health/health.module.js';
+import { ReportsModule } from './reports/reports.module.js';
+import { UsersModule } from './users/users.module.js';
+
+@Module({
+  imports: [
+    // Timing and concurrency come from the environment, so each deployment
+    // (API, workers, tests) can tune them without code changes.
+    CycloneModule.forRootAsync({
+      useFactory: () => ({
+        queues: {
+          default: { workers: Number(process.env.CYCLONE_WORKERS ?? 10) },
+          reports: { workers: Number(process.env.CYCLONE_REPORT_WORKERS ?? 2) },
+        },
+        leaseTtl: process.env.CYCLONE_LEASE_TTL ?? '30s',
+        runWorkers: process.env.CYCLONE_ROLE !== 'api',
+      }),
+    }),
+    EmailsModule,
+    ReportsModule,
+    UsersModule,
+    HealthModule,
+  ],
+})
+export class AppModule {}

@@ -1,0 +1,41 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { CycloneClient, CycloneDatabase } from '../../libs/cyclone/src/index.js';
+import { SendEmail } from '../emails/email.steps.js';
+
+export interface User {
+  id: number;
+  email: string;
+}
+
+@Injectable()
+export class UsersService implements OnModuleInit {
+  constructor(
+    private readonly cyclone: CycloneClient,
+    private readonly database: CycloneDatabase,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    await this.database.dataSource.query(
+      'CREATE TABLE IF NOT EXISTS example_users (id serial PRIMARY KEY, email text NOT NULL UNIQUE)',
+    );
+  }
+
+  /**
+   * Signs a user up and queues the welcome email in the same transaction: if
+   * the insert fails (a taken email), no email goes out; if it commits, the
+   * email is guaranteed to be queued.
+   */
+  async signUp(email: string): Promise<User & { welcomeRunId: string }> {
+    return this.database.dataSource.transaction(async (manager) => {
+      const [user] = (await manager.query('INSERT INTO example_users (email) VALUES ($1) RETURNING id, email', [
+        email,
+      ])) as User[];
+      const welcomeRunId = await this.cyclone.enqueueTx(manager, SendEmail, {
+        to: email,
+        subject: 'Welcome',
+        body: `Hello, user ${user.id}`,
+      });
+      return { ...user, welcomeRunId };
+    });
+  }
+}
