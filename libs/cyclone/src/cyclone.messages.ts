@@ -38,6 +38,10 @@ export const messages = {
     'or a QueryRunner after startTransaction(). Use enqueue() for a job outside a transaction.',
   invalidDuration: (name: string, value: unknown) =>
     `Option "${name}" must be a non-negative number of milliseconds or a string such as '500ms', '30s', '5m', '2h' or '1d'; got ${describe(value)}.`,
+  zeroDuration: (name: string) =>
+    `Option "${name}" must be greater than zero; leave it unset for no limit.`,
+  durationTooLong: (name: string, value: unknown, maxMs: number) =>
+    `Option "${name}" must be at most ${maxMs} ms (100 years); got ${describe(value)}.`,
   invalidInteger: (name: string, value: unknown, min: number, max: number) =>
     `Option "${name}" must be an integer from ${min} to ${max}; got ${describe(value)}.`,
   invalidString: (name: string, value: unknown) =>

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { optionalMs } from '../common/duration.js';
+import { optionalMs, optionalPositiveMs } from '../common/duration.js';
 import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { messages } from '../cyclone.messages.js';
@@ -58,7 +58,7 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
         ? checkInteger(opts.maxAttempts, 'maxAttempts', 1, MAX_ATTEMPTS_LIMIT)
         : (step.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
     maxReclaims,
-    timeoutMs: optionalMs(opts.timeout, 'timeout') ?? step.timeoutMs ?? null,
+    timeoutMs: optionalPositiveMs(opts.timeout, 'timeout') ?? step.timeoutMs ?? null,
     processAt: opts.processAt ?? null,
     processInMs: optionalMs(opts.processIn, 'processIn') ?? 0,
   };

@@ -49,6 +49,10 @@ function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): stri
       if (value === null) return undefined;
       if (seen.has(value)) return `${path} refers back to itself`;
       if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
+      // JSON.stringify turns these into {} and loses every entry.
+      if (value instanceof Map || value instanceof Set) {
+        return `${path} is a ${value instanceof Map ? 'Map' : 'Set'}; convert it to an object or array`;
+      }
       seen.add(value);
       const entries = Array.isArray(value) ? value.entries() : Object.entries(value);
       for (const [key, child] of entries) {

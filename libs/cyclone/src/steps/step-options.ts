@@ -1,4 +1,4 @@
-import { optionalMs } from '../common/duration.js';
+import { optionalMs, optionalPositiveMs } from '../common/duration.js';
 import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MIN_PRIORITY } from '../cyclone.constants.js';
@@ -22,7 +22,7 @@ export function resolveStepOptions(kind: string, options: StepOptions): StepDefa
       queue: options.queue === undefined ? undefined : checkName(options.queue, 'queue'),
       priority:
         options.priority === undefined ? undefined : checkInteger(options.priority, 'priority', MIN_PRIORITY, MAX_PRIORITY),
-      timeoutMs: optionalMs(options.timeout, 'timeout'),
+      timeoutMs: optionalPositiveMs(options.timeout, 'timeout'),
       maxAttempts:
         options.maxAttempts === undefined
           ? undefined

@@ -12,7 +12,7 @@ import { StepExecution, type ExecutionDeps } from './step-execution.js';
 export class QueueWorker {
   private readonly logger = new Logger('Cyclone');
   readonly running = new Map<string, StepExecution>();
-  private claiming = false;
+  private claiming?: Promise<void>;
   private wakeAgain = false;
   /** The last claim filled every free slot: there may be more waiting. */
   private backlog = false;
@@ -31,16 +31,20 @@ export class QueueWorker {
       this.wakeAgain = true;
       return;
     }
-    void this.claimWhileWork();
+    this.claiming = this.claimWhileWork().finally(() => {
+      this.claiming = undefined;
+      // A wake-up that arrived after the last loop check must not be lost.
+      if (this.wakeAgain) this.wake();
+    });
   }
 
-  /** Stops claiming; running steps go on. */
-  stop(): void {
+  /** Stops claiming and waits for a claim in flight, so every claimed step is in `running`. */
+  async stop(): Promise<void> {
     this.stopped = true;
+    await this.claiming;
   }
 
   private async claimWhileWork(): Promise<void> {
-    this.claiming = true;
     try {
       do {
         this.wakeAgain = false;
@@ -55,8 +59,6 @@ export class QueueWorker {
       this.deps.stats.claimFailures += 1;
       this.deps.stats.lastClaimError = (err as Error).message;
       this.logger.warn(`Claim on queue "${this.queue}" failed: ${(err as Error).message}`);
-    } finally {
-      this.claiming = false;
     }
   }
 

@@ -30,6 +30,9 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown } | { 
  */
 const ABANDON_AFTER_MS = 2_000;
 
+/** The longest delay a Node timer keeps (about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * One attempt of one claimed step: the handler call, its heartbeat and
  * deadline, and the write that records the outcome. Every write is a
@@ -81,7 +84,11 @@ export class StepExecution {
   private async run(): Promise<void> {
     const timeoutMs = this.row.timeout_ms === null ? null : Number(this.row.timeout_ms);
     const deadline = timeoutMs === null ? null : new Date(Date.now() + timeoutMs);
-    if (timeoutMs !== null) this.deadlineTimer = setTimeout(() => this.abort('timeout'), timeoutMs);
+    // Node fires a timer longer than MAX_TIMER_MS after 1 ms; past that the
+    // database guard (the heartbeat stops matching) ends the attempt instead.
+    if (timeoutMs !== null && timeoutMs <= MAX_TIMER_MS) {
+      this.deadlineTimer = setTimeout(() => this.abort('timeout'), timeoutMs);
+    }
     this.heartbeat.start();
     const ctx = new StepContextImpl(this.row, this.controller.signal, deadline, this.logger);
     try {
@@ -138,7 +145,7 @@ export class StepExecution {
   }
 
   private async fail(message: string, kind: 'error' | 'permanent' | 'timeout'): Promise<void> {
-    const backoff = this.step.backoff ? toMs(this.step.backoff(this.row.attempt), 'backoff') : defaultBackoff(this.row.attempt);
+    const backoff = this.retryDelay();
     const { rows } = await this.deps.database.query(FAIL_STEP, [...this.lease(), message, kind, backoff]);
     const state = rows[0].state as string | null;
     if (state === null) return this.logDropped('failure');
@@ -146,6 +153,25 @@ export class StepExecution {
       `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${message}; ` +
         (state === 'discarded' ? 'discarded' : `retrying in ${backoff} ms`),
     );
+  }
+
+  /**
+   * The step's backoff for the attempt that just failed. A backoff function is
+   * user code: if it throws or returns no valid duration, the default backoff
+   * is used, so the failure is still recorded instead of the step staying
+   * `running` until its lease expires.
+   */
+  private retryDelay(): number {
+    if (!this.step.backoff) return defaultBackoff(this.row.attempt);
+    try {
+      return toMs(this.step.backoff(this.row.attempt), 'backoff');
+    } catch (err) {
+      this.logger.error(
+        `The backoff of step kind "${this.row.kind}" failed for attempt ${this.row.attempt} ` +
+          `(${errorMessage(err)}); using the default backoff. Make it return a Duration.`,
+      );
+      return defaultBackoff(this.row.attempt);
+    }
   }
 
   private async snooze(delayMs: number): Promise<void> {

@@ -91,8 +91,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     for (const fn of this.unsubscribe) fn();
     if (this.active) {
       startedApps.delete(this.modules);
-      for (const worker of this.workers.values()) worker.stop();
       await this.pollLoop.stop();
+      await Promise.all([...this.workers.values()].map((w) => w.stop()));
       await this.drain();
     }
     await this.listener.stop();

@@ -1,0 +1,59 @@
+import { expect } from '@jest/globals';
+import type { CycloneTestEnv } from '../../libs/cyclone/src/testing/index.js';
+import { CycloneError } from '../../libs/cyclone/src/index.js';
+
+/** How many runs and steps the environment's database holds. */
+export async function countRows(env: CycloneTestEnv): Promise<{ runs: number; steps: number }> {
+  const [row] = await env.dataSource.query(
+    'SELECT (SELECT count(*)::int FROM cyclone_runs) AS runs, (SELECT count(*)::int FROM cyclone_steps) AS steps',
+  );
+  return { runs: row.runs, steps: row.steps };
+}
+
+/** Rows of one run: the run itself and its steps, read straight from the tables. */
+export async function rowsOfRun(env: CycloneTestEnv, runId: string): Promise<{ runs: number; steps: number }> {
+  const [row] = await env.dataSource.query(
+    `SELECT (SELECT count(*)::int FROM cyclone_runs WHERE id = $1) AS runs,
+            (SELECT count(*)::int FROM cyclone_steps WHERE run_id = $1) AS steps`,
+    [runId],
+  );
+  return { runs: row.runs, steps: row.steps };
+}
+
+/** Awaits `promise`, expects it to reject with a CycloneError of `type` and `code`, and returns the error. */
+export async function expectCycloneError<E extends CycloneError>(
+  promise: Promise<unknown> | (() => Promise<unknown>),
+  type: abstract new (...args: any[]) => E,
+  code: string,
+): Promise<E> {
+  let caught: unknown;
+  try {
+    await (typeof promise === 'function' ? promise() : promise);
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught).toBeInstanceOf(type);
+  expect(caught).toBeInstanceOf(CycloneError);
+  expect((caught as CycloneError).code).toBe(code);
+  return caught as E;
+}
+
+/** A promise with its resolve function outside, to hold a handler until the test lets it go. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Polls `check` until it returns a defined value, or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(25);
+  }
+}
