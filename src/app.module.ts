@@ -1,9 +1,11 @@
 import { Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
 import { CycloneModule } from '../libs/cyclone/src/index.js';
 import { EmailsModule } from './emails/emails.module.js';
 import { HealthModule } from './health/health.module.js';
 import { ReportsModule } from './reports/reports.module.js';
 import { UsersModule } from './users/users.module.js';
+import { CycloneErrorFilter } from './cyclone-error.filter.js';
 
 @Module({
   imports: [
@@ -24,5 +26,6 @@ import { UsersModule } from './users/users.module.js';
     UsersModule,
     HealthModule,
   ],
+  providers: [{ provide: APP_FILTER, useClass: CycloneErrorFilter }],
 })
 export class AppModule {}

@@ -1,4 +1,4 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { ConflictException, Injectable, type OnModuleInit } from '@nestjs/common';
 import { CycloneClient, CycloneDatabase } from '../../libs/cyclone/src/index.js';
 import { SendEmail } from '../emails/email.steps.js';
 
@@ -27,9 +27,11 @@ export class UsersService implements OnModuleInit {
    */
   async signUp(email: string): Promise<User & { welcomeRunId: string }> {
     return this.database.dataSource.transaction(async (manager) => {
-      const [user] = (await manager.query('INSERT INTO example_users (email) VALUES ($1) RETURNING id, email', [
-        email,
-      ])) as User[];
+      const [user] = (await manager.query(
+        'INSERT INTO example_users (email) VALUES ($1) ON CONFLICT (email) DO NOTHING RETURNING id, email',
+        [email],
+      )) as User[];
+      if (!user) throw new ConflictException(`${email} is already signed up`);
       const welcomeRunId = await this.cyclone.enqueueTx(manager, SendEmail, {
         to: email,
         subject: 'Welcome',
