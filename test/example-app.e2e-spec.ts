@@ -39,7 +39,7 @@ describe('example app', () => {
   it('serves GET /health from real queries', async () => {
     const response = await fetch(`${base}/health`);
     expect(response.status).toBe(200);
-    const body = await response.json();
+    const body = (await response.json()) as any;
     expect(body.status).toBe('ok');
     expect(body.info.cyclone).toMatchObject({ status: 'up', database: 'up', listener: 'connected' });
   });
@@ -47,8 +47,8 @@ describe('example app', () => {
   it('builds a report through the API and then emails it', async () => {
     const response = await post('/reports', { userId: 7, email: 'ada@example.com', period: '2026-11' });
     expect(response.status).toBe(202);
-    const { runId } = await response.json();
-    const result = await (await fetch(`${base}/reports/${runId}/result`)).json();
+    const { runId } = (await response.json()) as { runId: string };
+    const result = (await (await fetch(`${base}/reports/${runId}/result`)).json()) as any;
     expect(result).toMatchObject({ userId: 7, period: '2026-11' });
     expect(result.orders).toBeGreaterThan(0);
     const [email] = await emailRunsTo('ada@example.com');
@@ -61,14 +61,14 @@ describe('example app', () => {
     const second = await post('/reports', input);
     expect(first.status).toBe(202);
     expect(second.status).toBe(409);
-    const body = await second.json();
-    expect(body).toMatchObject({ code: 'duplicate', runId: (await first.json()).runId });
+    const body = (await second.json()) as any;
+    expect(body).toMatchObject({ code: 'duplicate', runId: ((await first.json()) as any).runId });
   });
 
   it('signs a user up and queues the welcome email in the same transaction', async () => {
     const first = await post('/users', { email: 'cy@example.com' });
     expect(first.status).toBe(201);
-    const user = await first.json();
+    const user = (await first.json()) as any;
     await expect(app.get(CycloneClient).result(user.welcomeRunId, { timeout: 10_000 })).resolves.toBeNull();
 
     // The same address again: the insert fails, so no second email is queued.

@@ -10,7 +10,7 @@ export const messages = {
     `Step kind "${kind}" is registered twice: by ${first} and by ${second}. ` +
     `Each kind needs exactly one handler; rename one of them.`,
   requestScopedHost: (host: string, kind: string) =>
-    `${host} declares @Step('${kind}') but is not a singleton provider (request- or transient-scoped). ` +
+    `${host} declares @Step('${kind}') but is request-scoped (or depends on a request-scoped provider). ` +
     `Workers run outside any request: make ${host} a default-scoped provider.`,
   duplicate: (key: string, runId: string) =>
     `A run with unique key "${key}" is already active (run ${runId}). ` +

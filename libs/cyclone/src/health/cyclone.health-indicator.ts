@@ -102,9 +102,14 @@ export class CycloneHealthIndicator {
 
 function loopState(loop: Loop): { lastTickAgeMs: number | null; lastError: string | null } {
   return {
-    lastTickAgeMs: loop.lastTickAt ? Date.now() - loop.lastTickAt.getTime() : null,
+    // Before its first tick ends, a loop's age counts from its start.
+    lastTickAgeMs: since(loop.lastTickAt ?? loop.startedAt),
     lastError: loop.lastError,
   };
+}
+
+function since(date: Date | null): number | null {
+  return date ? Date.now() - date.getTime() : null;
 }
 
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

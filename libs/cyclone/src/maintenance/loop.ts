@@ -14,6 +14,7 @@ export class Loop {
   /** When the last tick finished, for the health indicator. */
   lastTickAt: Date | null = null;
   lastError: string | null = null;
+  startedAt: Date | null = null;
 
   constructor(
     readonly name: string,
@@ -24,6 +25,7 @@ export class Loop {
 
   start(firstDelayMs = this.delayMs()): void {
     this.stopped = false;
+    this.startedAt = new Date();
     this.schedule(firstDelayMs);
   }
 

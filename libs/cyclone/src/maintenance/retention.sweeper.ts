@@ -1,13 +1,16 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 import { CYCLONE_SCHEDULER, RETENTION_BATCH, RETENTION_INTERVAL_MS } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { DELETE_EXPIRED_RUNS } from '../sql/retention.sql.js';
 import { Loop } from './loop.js';
 
-/** Deletes finished runs past their retention, on every client; replicas share the work. */
+/**
+ * Deletes finished runs past their retention, on every client; replicas share
+ * the work. Its loop is started and stopped by the WorkerHost with the others.
+ */
 @Injectable()
-export class RetentionSweeper implements OnApplicationBootstrap, OnModuleDestroy {
+export class RetentionSweeper {
   private readonly logger = new Logger('Cyclone');
   readonly loop: Loop;
 
@@ -17,14 +20,6 @@ export class RetentionSweeper implements OnApplicationBootstrap, OnModuleDestroy
   ) {
     // Spread replicas' sweeps apart rather than all on the minute.
     this.loop = new Loop('cyclone:retention', () => RETENTION_INTERVAL_MS * (0.75 + Math.random() / 2), async () => void (await this.sweep()), scheduler);
-  }
-
-  onApplicationBootstrap(): void {
-    this.loop.start();
-  }
-
-  async onModuleDestroy(): Promise<void> {
-    await this.loop.stop();
   }
 
   /** Deletes expired runs in batches until none is left; returns how many. */

@@ -6,6 +6,7 @@ import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { createCycloneDatabase } from '../database/database.factory.js';
 import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import { StepExplorer } from '../steps/step.explorer.js';
 import { StepRegistry } from '../steps/step-registry.js';
@@ -47,6 +48,7 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
     CycloneClient,
     WorkerHost,
     RetentionSweeper,
+    RecoverySweeper,
   ],
   exports: [
     CycloneClient,
@@ -55,6 +57,7 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
     WorkerHost,
     NotificationListener,
     RetentionSweeper,
+    RecoverySweeper,
     CYCLONE_OPTIONS,
   ],
 })

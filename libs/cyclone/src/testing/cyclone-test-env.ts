@@ -12,6 +12,9 @@ import type { RunInfo } from '../interfaces/run-info.interface.js';
 import { CycloneModule } from '../module/cyclone.module.js';
 import { NotificationListener } from '../worker/notification-listener.js';
 import { TestDatabase } from './test-database.js';
+import { EXPIRE_LEASE, RECOVER_STEP } from '../sql/recovery.sql.js';
+import { InvalidStateError } from '../errors/invalid-state.error.js';
+import { StepNotFoundError } from '../errors/step-not-found.error.js';
 
 export interface CycloneTestEnvOptions extends Omit<CycloneModuleOptions, 'connection'> {
   /** Providers with `@Step` handlers, and anything they need. */
@@ -103,6 +106,36 @@ export class CycloneTestEnv {
     });
     if (!run) throw new ResultTimeoutError(runId, last?.state ?? 'unknown', timeoutMs);
     return run;
+  }
+
+  /**
+   * Expires the lease of a running node and reclaims it at once, as the sweep
+   * does after a crash. Both happen in one transaction, so the owner's
+   * heartbeat cannot renew the lease in between even when the owner is alive
+   * in this process: it learns of the loss at its next renewal, its signal
+   * aborts with reason lease_lost, and its result is dropped.
+   */
+  async expireLease(runId: string, nodeId: string): Promise<void> {
+    const client = await this.app.get(CycloneDatabase).pool.connect();
+    try {
+      await client.query('BEGIN');
+      // The run lock first, as every writer takes it, so this cannot deadlock with a completion.
+      await client.query('SELECT 1 FROM cyclone_runs WHERE id = $1 FOR UPDATE', [runId]);
+      const { rows } = await client.query(EXPIRE_LEASE, [runId, nodeId]);
+      if (rows.length === 0) {
+        const steps = await this.client.listSteps(runId);
+        const state = steps.find((s) => s.nodeId === nodeId)?.state;
+        if (!state) throw new StepNotFoundError(runId, nodeId);
+        throw new InvalidStateError(`Node "${nodeId}" of run ${runId} is ${state}; only a running step has a lease.`, state);
+      }
+      await client.query(RECOVER_STEP, [rows[0].id, 0]);
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK');
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 
   /** Stops the app (draining workers) and drops the environment's database. */

@@ -1,3 +1,8 @@
+import type { Logger } from '@nestjs/common';
+import { toMs } from '../common/duration.js';
+import { errorMessage } from '../common/error-message.js';
+import type { RegisteredStep } from '../steps/registered-step.js';
+
 /** First retry after about one second, doubling each attempt. */
 const BASE_MS = 1_000;
 /** Retries never wait more than about an hour. */
@@ -12,4 +17,23 @@ const JITTER = 0.1;
 export function defaultBackoff(attempt: number): number {
   const exponential = Math.min(BASE_MS * 2 ** Math.max(attempt - 1, 0), CAP_MS);
   return Math.round(exponential * (1 - JITTER + Math.random() * 2 * JITTER));
+}
+
+/**
+ * The delay before retrying `attempt` of a step: its own backoff, else the
+ * default. A backoff function is user code: if it throws or returns no valid
+ * duration, the default is used, so the failure is still recorded instead of
+ * the step staying running until its lease expires.
+ */
+export function retryDelay(step: RegisteredStep | undefined, attempt: number, logger: Logger): number {
+  if (!step?.backoff) return defaultBackoff(attempt);
+  try {
+    return toMs(step.backoff(attempt), 'backoff');
+  } catch (err) {
+    logger.error(
+      `The backoff of step kind "${step.kind}" failed for attempt ${attempt} ` +
+        `(${errorMessage(err)}); using the default backoff. Make it return a Duration.`,
+    );
+    return defaultBackoff(attempt);
+  }
 }

@@ -2,14 +2,14 @@ import { Logger } from '@nestjs/common';
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { PermanentError } from '../errors/permanent.error.js';
 import { StepAbortedError, type AbortReason } from '../errors/step-aborted.error.js';
-import { toMs } from '../common/duration.js';
 import { toJson } from '../common/validate.js';
 import type { RegisteredStep } from '../steps/registered-step.js';
 import { Snooze } from '../steps/snooze.js';
 import { COMPLETE_STEP, FAIL_STEP, SNOOZE_STEP } from '../sql/complete.sql.js';
 import type { ClaimedStep } from './claimed-step.js';
 import { Heartbeat } from './heartbeat.js';
-import { defaultBackoff } from './retry-policy.js';
+import { retryDelay } from './retry-policy.js';
+import { errorMessage } from '../common/error-message.js';
 import { StepContextImpl } from './step-context.js';
 import type { WorkerStats } from './worker-stats.js';
 
@@ -145,7 +145,7 @@ export class StepExecution {
   }
 
   private async fail(message: string, kind: 'error' | 'permanent' | 'timeout'): Promise<void> {
-    const backoff = this.retryDelay();
+    const backoff = retryDelay(this.step, this.row.attempt, this.logger);
     const { rows } = await this.deps.database.query(FAIL_STEP, [...this.lease(), message, kind, backoff]);
     const state = rows[0].state as string | null;
     if (state === null) return this.logDropped('failure');
@@ -153,25 +153,6 @@ export class StepExecution {
       `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${message}; ` +
         (state === 'discarded' ? 'discarded' : `retrying in ${backoff} ms`),
     );
-  }
-
-  /**
-   * The step's backoff for the attempt that just failed. A backoff function is
-   * user code: if it throws or returns no valid duration, the default backoff
-   * is used, so the failure is still recorded instead of the step staying
-   * `running` until its lease expires.
-   */
-  private retryDelay(): number {
-    if (!this.step.backoff) return defaultBackoff(this.row.attempt);
-    try {
-      return toMs(this.step.backoff(this.row.attempt), 'backoff');
-    } catch (err) {
-      this.logger.error(
-        `The backoff of step kind "${this.row.kind}" failed for attempt ${this.row.attempt} ` +
-          `(${errorMessage(err)}); using the default backoff. Make it return a Duration.`,
-      );
-      return defaultBackoff(this.row.attempt);
-    }
   }
 
   private async snooze(delayMs: number): Promise<void> {
@@ -187,14 +168,5 @@ export class StepExecution {
     this.logger.debug(
       `Dropped the ${what} of step ${this.row.node_id} (run ${this.row.run_id}): the step is no longer this worker's lease`,
     );
-  }
-}
-
-function errorMessage(error: unknown): string {
-  if (error instanceof Error) return error.message || error.name;
-  try {
-    return `Non-Error thrown: ${typeof error === 'string' ? error : JSON.stringify(error)}`;
-  } catch {
-    return `Non-Error thrown: ${String(error)}`;
   }
 }

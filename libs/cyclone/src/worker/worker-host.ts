@@ -12,6 +12,8 @@ import { randomBytes } from 'node:crypto';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER, DEFAULT_WORKERS, WAKE_CHANNEL } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { Loop } from '../maintenance/loop.js';
+import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
+import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import type { ResolvedOptions } from '../module/resolved-options.js';
 import { HAND_BACK } from '../sql/lease.sql.js';
 import { StepRegistry } from '../steps/step-registry.js';
@@ -23,10 +25,11 @@ import { WorkerStats } from './worker-stats.js';
 const startedApps = new WeakSet<ModulesContainer>();
 
 /**
- * Runs this client's workers: one QueueWorker per served queue, woken by
- * NOTIFY and by the poll loop. Starts after every module has initialised (so
- * discovery is done) and drains in `onModuleDestroy`, while the database is
- * still open.
+ * Runs this client's workers (one QueueWorker per served queue, woken by
+ * NOTIFY and by the poll loop) and its maintenance loops: the poll tick with
+ * the recovery sweep, and retention. Starts after every module has
+ * initialised (so discovery is done) and drains in `onModuleDestroy`, while
+ * the database is still open.
  */
 @Injectable()
 export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
@@ -43,6 +46,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly registry: StepRegistry,
     private readonly listener: NotificationListener,
     private readonly modules: ModulesContainer,
+    private readonly recovery: RecoverySweeper,
+    private readonly retention: RetentionSweeper,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
@@ -52,13 +57,19 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
 
   async onApplicationBootstrap(): Promise<void> {
     await this.listener.start();
-    if (!this.options.runWorkers) return;
     if (startedApps.has(this.modules)) {
-      this.logger.warn('CycloneModule is imported more than once; workers run for the first import only.');
+      this.logger.warn('CycloneModule is imported more than once; workers and sweeps run for the first import only.');
       return;
     }
     startedApps.add(this.modules);
     this.active = true;
+    // Every client sweeps, enqueue-only ones too: recovery needs no leader.
+    if (this.options.runWorkers) this.startWorkers();
+    this.pollLoop.start(0);
+    this.retention.loop.start();
+  }
+
+  private startWorkers(): void {
     for (const [queue, slots] of this.servedQueues()) {
       this.workers.set(
         queue,
@@ -79,7 +90,6 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       `Workers started as ${this.owner}: ` +
         [...this.workers.values()].map((w) => `${w.queue}×${w.slots}`).join(', '),
     );
-    this.pollLoop.start(0);
   }
 
   /**
@@ -91,7 +101,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     for (const fn of this.unsubscribe) fn();
     if (this.active) {
       startedApps.delete(this.modules);
-      await this.pollLoop.stop();
+      await Promise.all([this.pollLoop.stop(), this.retention.loop.stop()]);
       await Promise.all([...this.workers.values()].map((w) => w.stop()));
       await this.drain();
     }
@@ -126,8 +136,10 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     for (const worker of this.workers.values()) worker.wake();
   }
 
+  /** The poll tick: the fallback for lost wake-ups, then the recovery sweep. */
   private async poll(): Promise<void> {
     this.wakeAll();
+    await this.recovery.sweep();
   }
 
   /**

@@ -1,0 +1,95 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * Crash recovery. The sweep on every client finds running steps whose lease
+ * expired or whose timeout elapsed, and settles each with this function under
+ * the run lock and the step lock, re-checking the condition it was picked for:
+ * two replicas sweeping the same step apply the outcome once.
+ */
+const UP = /* sql */ `
+-- Settles one running step that its worker no longer holds. Returns what was
+-- done: 'timeout' (attempt consumed, retried after p_retry_delay_ms),
+-- 'timeout_discarded', 'reclaimed' (attempt kept, claimable at once,
+-- scheduled_at untouched), 'reclaim_limit' (discarded), or NULL when the step
+-- no longer needs recovery (it finished, or its lease was renewed meanwhile).
+CREATE FUNCTION cyclone_recover_step(p_step_id bigint, p_retry_delay_ms bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_run_id  uuid;
+  v_step    cyclone_steps%ROWTYPE;
+  v_outcome text;
+BEGIN
+  SELECT run_id INTO v_run_id FROM cyclone_steps WHERE id = p_step_id;
+  IF v_run_id IS NULL THEN
+    RETURN NULL;
+  END IF;
+  PERFORM 1 FROM cyclone_runs WHERE id = v_run_id FOR UPDATE;
+  SELECT * INTO v_step FROM cyclone_steps WHERE id = p_step_id FOR UPDATE;
+  IF v_step.state IS DISTINCT FROM 'running' THEN
+    RETURN NULL;
+  END IF;
+
+  IF v_step.timeout IS NOT NULL AND v_step.started_at + v_step.timeout <= now() THEN
+    -- The attempt ran out of time on the database clock: consumed, like a failure.
+    v_outcome := CASE WHEN v_step.attempt >= v_step.max_attempts THEN 'timeout_discarded' ELSE 'timeout' END;
+    UPDATE cyclone_steps
+       SET state        = CASE WHEN v_outcome = 'timeout' THEN 'available' ELSE 'discarded' END,
+           attempt      = CASE WHEN v_outcome = 'timeout' THEN attempt + 1 ELSE attempt END,
+           scheduled_at = CASE WHEN v_outcome = 'timeout'
+                               THEN now() + p_retry_delay_ms * interval '1 millisecond' ELSE scheduled_at END,
+           finished_at  = CASE WHEN v_outcome = 'timeout' THEN NULL ELSE now() END,
+           error        = 'Step timed out after ' || v_step.timeout || ' (recovered by the sweep)',
+           error_kind   = 'timeout',
+           lease_owner  = NULL, lease_expiry = NULL, updated_at = now()
+     WHERE id = p_step_id;
+  ELSIF v_step.lease_expiry < now() THEN
+    IF v_step.max_reclaims IS NOT NULL AND v_step.reclaims >= v_step.max_reclaims THEN
+      -- A step that keeps killing its workers must not loop forever.
+      v_outcome := 'reclaim_limit';
+      UPDATE cyclone_steps
+         SET state = 'discarded', finished_at = now(),
+             error = 'Lease expired after ' || reclaims || ' reclaim(s); maxReclaims is ' || max_reclaims,
+             error_kind = 'reclaim_limit',
+             lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+       WHERE id = p_step_id;
+    ELSE
+      -- A crash is not a failure: same attempt, no backoff, claimable at once.
+      v_outcome := 'reclaimed';
+      UPDATE cyclone_steps
+         SET state = 'available', reclaims = reclaims + 1,
+             lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+       WHERE id = p_step_id;
+      PERFORM pg_notify('cyclone_wake', v_step.queue);
+    END IF;
+  ELSE
+    RETURN NULL;
+  END IF;
+
+  IF v_outcome IN ('timeout_discarded', 'reclaim_limit') THEN
+    PERFORM cyclone_settle_run(v_run_id);
+  END IF;
+  RETURN v_outcome;
+END $$;
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (2, 'cyclone-recovery') ON CONFLICT DO NOTHING;
+`;
+
+const DOWN = /* sql */ `
+DROP FUNCTION IF EXISTS cyclone_recover_step(bigint, bigint);
+DELETE FROM cyclone_schema_migrations WHERE version = 2;
+`;
+
+export class CycloneRecovery1764489600000 implements MigrationInterface {
+  static readonly version = 2;
+  static readonly up = UP;
+  static readonly down = DOWN;
+  readonly name = 'CycloneRecovery1764489600000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(UP);
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(DOWN);
+  }
+}

@@ -1,0 +1,117 @@
+import { describe, it, expect, afterEach } from '@jest/globals';
+import { Injectable } from '@nestjs/common';
+import { Step, WorkerHost } from '../libs/cyclone/src/index.js';
+import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import { NotificationListener } from '../libs/cyclone/src/worker/notification-listener.js';
+import { sleep, waitFor } from './support/nest-app-harness.js';
+
+/** Polling effectively off: one tick at startup, the next a minute later. */
+const POLLING_OFF = ['60s', '61s'] as [string, string];
+/** Generous: on a busy 2-core machine a NOTIFY wake-up takes milliseconds, polling here takes a minute. */
+const QUICK_MS = 5_000;
+
+const KILL_LISTENER = `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+  WHERE application_name = 'cyclone-listener' AND datname = current_database()`;
+const LISTENER_PIDS = `SELECT pid FROM pg_stat_activity
+  WHERE application_name = 'cyclone-listener' AND datname = current_database()`;
+
+@Injectable()
+class PingSteps {
+  @Step('ping')
+  async ping(input: { n: number }) {
+    return { pong: input.n };
+  }
+}
+
+let env: CycloneTestEnv | undefined;
+afterEach(async () => {
+  await env?.close();
+  env = undefined;
+});
+
+async function listenerPids(e: CycloneTestEnv): Promise<number[]> {
+  return (await e.dataSource.query(LISTENER_PIDS)).map((r: { pid: number }) => r.pid);
+}
+
+/** Enqueues a job and waits for its result; returns how long that took. */
+async function timeJob(e: CycloneTestEnv, n: number, timeoutMs = QUICK_MS): Promise<number> {
+  const started = Date.now();
+  const runId = await e.client.enqueue('ping', { n });
+  await expect(e.client.result(runId, { timeout: timeoutMs })).resolves.toEqual({ pong: n });
+  return Date.now() - started;
+}
+
+/** The poll loop's first tick (at startup) is done; returns when it ended. */
+async function firstPollTick(e: CycloneTestEnv): Promise<number> {
+  const loop = e.app.get(WorkerHost).pollLoop;
+  const at = await waitFor('the first poll tick', () => loop.lastTickAt ?? undefined, 5_000, 20);
+  return at.getTime();
+}
+
+describe('wake-ups', () => {
+  it('LISTEN/NOTIFY wakes the workers: with polling off, jobs enqueued one after another each run at once', async () => {
+    env = await CycloneTestEnv.create({ providers: [PingSteps], pollInterval: POLLING_OFF });
+    const pollTick = await firstPollTick(env);
+    await sleep(200);
+
+    for (const n of [1, 2, 3]) {
+      expect(await timeJob(env, n)).toBeLessThan(QUICK_MS);
+      await sleep(100);
+    }
+    // No poll tick happened meanwhile: the wake-ups came over LISTEN.
+    expect(env.app.get(WorkerHost).pollLoop.lastTickAt!.getTime()).toBe(pollTick);
+  });
+
+  it('after the LISTEN connection is killed, jobs still complete (polling covers the gap) and the listener reconnects', async () => {
+    env = await CycloneTestEnv.create({ providers: [PingSteps], pollInterval: [50, 150] });
+    await firstPollTick(env);
+    const [before] = await listenerPids(env);
+    expect(before).toEqual(expect.any(Number));
+
+    const killed = await env.dataSource.query(KILL_LISTENER);
+    expect(killed).toEqual([{ killed: true }]);
+    // Jobs enqueued right away, due now and due shortly (a due-later job gets no NOTIFY at all).
+    const now = await Promise.all([1, 2, 3].map((n) => env!.client.enqueue('ping', { n })));
+    const later = await env.client.enqueue('ping', { n: 4 }, { processIn: '500ms' });
+    const outputs = await Promise.all([...now, later].map((id) => env!.client.result(id, { timeout: 10_000 })));
+    expect(outputs).toEqual([{ pong: 1 }, { pong: 2 }, { pong: 3 }, { pong: 4 }]);
+
+    // A new LISTEN connection replaced the killed one.
+    const after = await waitFor(
+      'the listener to reconnect',
+      async () => {
+        const pids = await listenerPids(env!);
+        return pids.length === 1 && pids[0] !== before && env!.app.get(NotificationListener).isConnected ? pids : undefined;
+      },
+      10_000,
+    );
+    expect(after).not.toContain(before);
+  });
+
+  it('with polling off, the listener reconnects after being killed and wakes the workers again', async () => {
+    env = await CycloneTestEnv.create({ providers: [PingSteps], pollInterval: POLLING_OFF });
+    const pollTick = await firstPollTick(env);
+    const [before] = await listenerPids(env);
+    expect(await timeJob(env, 1)).toBeLessThan(QUICK_MS);
+
+    await env.dataSource.query(KILL_LISTENER);
+    // Enqueued while the listener is down or coming back: the reconnect makes the workers look again.
+    const inGap = await env.client.enqueue('ping', { n: 2 });
+
+    await waitFor(
+      'the listener to reconnect',
+      async () => {
+        const pids = await listenerPids(env!);
+        return pids.length === 1 && pids[0] !== before && env!.app.get(NotificationListener).isConnected;
+      },
+      10_000,
+    );
+    await expect(env.client.result(inGap, { timeout: QUICK_MS })).resolves.toEqual({ pong: 2 });
+
+    // Later jobs are woken over the new connection, quickly, one after another.
+    for (const n of [3, 4]) {
+      expect(await timeJob(env, n)).toBeLessThan(QUICK_MS);
+    }
+    expect(env.app.get(WorkerHost).pollLoop.lastTickAt!.getTime()).toBe(pollTick);
+  });
+});
