@@ -1,4 +1,4 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration.js';
 
 /**
  * Runs and steps. A standalone job is a run with one step whose node id is its
@@ -293,17 +293,4 @@ DROP TABLE IF EXISTS cyclone_runs;
 DELETE FROM cyclone_schema_migrations WHERE version = 1;
 `;
 
-export class CycloneInit1764403200000 implements MigrationInterface {
-  static readonly version = 1;
-  static readonly up = UP;
-  static readonly down = DOWN;
-  readonly name = 'CycloneInit1764403200000';
-
-  async up(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(UP);
-  }
-
-  async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(DOWN);
-  }
-}
+export class CycloneInit1764403200000 extends sqlMigration('CycloneInit1764403200000', 1, UP, DOWN) {}

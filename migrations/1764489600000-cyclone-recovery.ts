@@ -1,4 +1,4 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlMigration } from './sql-migration.js';
 
 /**
  * Crash recovery. The sweep on every client finds running steps whose lease
@@ -79,17 +79,4 @@ DROP FUNCTION IF EXISTS cyclone_recover_step(bigint, bigint);
 DELETE FROM cyclone_schema_migrations WHERE version = 2;
 `;
 
-export class CycloneRecovery1764489600000 implements MigrationInterface {
-  static readonly version = 2;
-  static readonly up = UP;
-  static readonly down = DOWN;
-  readonly name = 'CycloneRecovery1764489600000';
-
-  async up(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(UP);
-  }
-
-  async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(DOWN);
-  }
-}
+export class CycloneRecovery1764489600000 extends sqlMigration('CycloneRecovery1764489600000', 2, UP, DOWN) {}
