@@ -237,7 +237,8 @@ BEGIN
 END $$;
 
 -- Reopens discarded steps (one node, or all with p_node_id NULL). The retry is
--- not an attempt: max_attempts is raised so exactly one more is allowed. A
+-- not an attempt: max_attempts becomes the attempt it opens, so exactly one
+-- more is allowed (also after a permanent error that left attempts unused). A
 -- step discarded for its reclaim limit had its attempt unconsumed, so it keeps
 -- the attempt and starts its reclaim count again. Returns how many reopened,
 -- or -1 for an unknown run.
@@ -259,8 +260,7 @@ BEGIN
      SET state        = CASE WHEN v_state = 'paused' THEN 'paused' ELSE 'available' END,
          paused_state = CASE WHEN v_state = 'paused' THEN 'available' END,
          attempt      = CASE WHEN error_kind = 'reclaim_limit' THEN attempt ELSE attempt + 1 END,
-         max_attempts = GREATEST(max_attempts,
-                                 CASE WHEN error_kind = 'reclaim_limit' THEN attempt ELSE attempt + 1 END),
+         max_attempts = CASE WHEN error_kind = 'reclaim_limit' THEN attempt ELSE attempt + 1 END,
          reclaims     = CASE WHEN error_kind = 'reclaim_limit' THEN 0 ELSE reclaims END,
          error = NULL, error_kind = NULL, finished_at = NULL,
          scheduled_at = now(), updated_at = now()

@@ -1,5 +1,5 @@
 // Loaded by jest outside its module system: keep this file free of relative imports.
-import { mkdtemp, chmod } from 'node:fs/promises';
+import { mkdtemp, chmod, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,7 +66,10 @@ async function startEmbedded(): Promise<TestServer> {
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
     source: 'embedded',
-    stop: () => server.stop(),
+    stop: async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
   };
 }
 

@@ -38,6 +38,9 @@ export async function createCycloneDatabase(options: ResolvedOptions): Promise<C
       url,
       applicationName: 'cyclone',
       poolSize: options.poolSize,
+      // Keepalives let a half-open connection (a network partition rather than
+      // a refused one) fail instead of hanging a claim or heartbeat forever.
+      extra: { keepAlive: true },
     });
     try {
       await dataSource.initialize();

@@ -16,21 +16,31 @@ UPDATE cyclone_steps
    AND lease_generation = $4
    AND (timeout IS NULL OR started_at + timeout > now())`;
 
-/** Why a renewal matched nothing: the step's state now, and whether its timeout elapsed. */
+/**
+ * Why a renewal matched nothing: the step's state now, whether its timeout
+ * elapsed, and, if the sweep already consumed the attempt, its attempt and error kind.
+ */
 export const LEASE_LOSS_REASON = /* sql */ `
-SELECT state, lease_generation,
+SELECT state, lease_generation, attempt, error_kind,
        (timeout IS NOT NULL AND started_at + timeout <= now()) AS timed_out
   FROM cyclone_steps WHERE id = $1`;
 
 /**
  * Hands steps back at shutdown: available at once, with neither an attempt nor
- * a reclaim counted, since nothing went wrong with them.
+ * a reclaim counted, since nothing went wrong with them. Their queues' workers
+ * on other clients are woken, as after a reclaim, so the steps do not wait for
+ * a poll tick. Returns how many steps were handed back.
  *
  * $1 step ids, $2 lease owner, $3 generations (same order).
  */
 export const HAND_BACK = /* sql */ `
-UPDATE cyclone_steps s
-   SET state = 'available', lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-  FROM unnest($1::bigint[], $3::bigint[]) AS t(id, generation)
- WHERE s.id = t.id AND s.state = 'running' AND s.lease_owner = $2 AND s.lease_generation = t.generation
-RETURNING s.queue`;
+WITH handed AS (
+  UPDATE cyclone_steps s
+     SET state = 'available', lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+    FROM unnest($1::bigint[], $3::bigint[]) AS t(id, generation)
+   WHERE s.id = t.id AND s.state = 'running' AND s.lease_owner = $2 AND s.lease_generation = t.generation
+  RETURNING s.queue
+), woken AS (
+  SELECT pg_notify('cyclone_wake', queue) FROM (SELECT DISTINCT queue FROM handed) q
+)
+SELECT (SELECT count(*) FROM handed)::int AS handed, (SELECT count(*) FROM woken)::int AS queues`;

@@ -53,7 +53,12 @@ export class Heartbeat {
       if (this.stopped) return;
       if (rowCount === 0) {
         this.stopped = true;
-        this.onLost(await this.lossReason());
+        // The step is not ours any more whatever the reason; if asking why fails, call it a lost lease.
+        const reason = await this.lossReason().catch((err: Error) => {
+          this.logger.warn(`Could not read why the lease of step ${this.step.node_id} was lost: ${err.message}`);
+          return 'lease_lost' as const;
+        });
+        this.onLost(reason);
         return;
       }
     } catch (err) {
@@ -68,11 +73,17 @@ export class Heartbeat {
 
   private async lossReason(): Promise<AbortReason> {
     const { rows } = await this.database.query(LEASE_LOSS_REASON, [this.step.id]);
-    const row = rows[0] as { state: string; lease_generation: string; timed_out: boolean } | undefined;
+    const row = rows[0] as
+      | { state: string; lease_generation: string; attempt: number; error_kind: string | null; timed_out: boolean }
+      | undefined;
     if (row?.state === 'cancelled') return 'cancelled';
-    if (row?.state === 'running' && row.lease_generation === this.step.lease_generation && row.timed_out) {
-      return 'timeout';
-    }
-    return 'lease_lost';
+    // Not claimed again since this worker's claim (a claim bumps the generation).
+    if (row?.lease_generation !== this.step.lease_generation) return 'lease_lost';
+    if (row.state === 'running' && row.timed_out) return 'timeout';
+    // The sweep got there first and consumed this attempt for its timeout (a reclaim keeps the attempt).
+    const consumed =
+      (row.state === 'available' && row.attempt === this.step.attempt + 1) ||
+      (row.state === 'discarded' && row.attempt === this.step.attempt);
+    return consumed && row.error_kind === 'timeout' ? 'timeout' : 'lease_lost';
   }
 }

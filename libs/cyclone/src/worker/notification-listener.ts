@@ -65,7 +65,12 @@ export class NotificationListener {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ ...this.database.clientConfig(), application_name: 'cyclone-listener' });
+    const client = new pg.Client({
+      ...this.database.clientConfig(),
+      application_name: 'cyclone-listener',
+      // An idle LISTEN connection would otherwise never notice a silent network partition.
+      keepAlive: true,
+    });
     client.on('notification', (msg) => this.dispatch(msg.channel, msg.payload ?? ''));
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client));

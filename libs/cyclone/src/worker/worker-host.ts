@@ -124,12 +124,12 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       execution.handedBack = true;
       execution.abort('shutdown');
     }
-    const { rowCount } = await this.database.query(HAND_BACK, [
+    const { rows } = await this.database.query(HAND_BACK, [
       left.map((e) => e.row.id),
       this.owner,
       left.map((e) => e.row.lease_generation),
     ]);
-    this.logger.warn(`Shutdown: handed back ${rowCount} step(s) that did not finish in time`);
+    this.logger.warn(`Shutdown: handed back ${rows[0].handed} step(s) that did not finish in time`);
   }
 
   wakeAll(): void {

@@ -1,0 +1,49 @@
+/**
+ * A worker process for the crash tests: a Nest application context running
+ * CycloneModule with short timings and the crash step. The tests run the
+ * compiled file (`node .build/test/crash/crash-worker.js`, built by `pretest`)
+ * as a child with an IPC channel; it reports { type: 'ready', pid, owner }
+ * once its workers run, and exits when the channel closes, so a test runner
+ * that dies leaves no worker behind.
+ *
+ * Settings (environment): CRASH_DATABASE_URL (required), CRASH_LEASE_TTL_MS
+ * (default 800), CRASH_POLL_MIN_MS / CRASH_POLL_MAX_MS (default 50 / 200),
+ * CRASH_SLOTS (default 3).
+ */
+import 'reflect-metadata';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { CycloneModule, WorkerHost } from '../../libs/cyclone/src/index.js';
+import { CrashSteps } from './crash-steps.js';
+
+const url = process.env.CRASH_DATABASE_URL;
+if (!url) {
+  process.stderr.write('crash-worker: CRASH_DATABASE_URL is not set\n');
+  process.exit(2);
+}
+const setting = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+
+@Module({
+  imports: [
+    CycloneModule.forRoot({
+      connection: { url },
+      leaseTtl: setting('CRASH_LEASE_TTL_MS', 800),
+      pollInterval: [setting('CRASH_POLL_MIN_MS', 50), setting('CRASH_POLL_MAX_MS', 200)],
+      queues: { default: { workers: setting('CRASH_SLOTS', 3) } },
+      shutdownTimeout: 1_000,
+    }),
+  ],
+  providers: [CrashSteps],
+})
+class CrashWorkerModule {}
+
+async function main(): Promise<void> {
+  process.on('disconnect', () => process.exit(0));
+  const app = await NestFactory.createApplicationContext(CrashWorkerModule, { logger: ['error', 'warn'] });
+  process.send?.({ type: 'ready', pid: process.pid, owner: app.get(WorkerHost).owner });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`crash-worker ${process.pid} failed to start: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,143 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root, from this file's place in test/crash/ (or .build/test/crash/). */
+const ROOT = fileURLToPath(new URL(import.meta.url.includes('/.build/') ? '../../../' : '../../', import.meta.url));
+/** The compiled worker; `npm test` builds it in its `pretest` step. */
+export const WORKER_SCRIPT = join(ROOT, '.build/test/crash/crash-worker.js');
+
+export interface FleetSettings {
+  databaseUrl: string;
+  leaseTtlMs: number;
+  pollMs: [number, number];
+  slots: number;
+}
+
+export interface WorkerProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  /** The lease owner its steps carry in cyclone_steps.lease_owner, once ready. */
+  owner?: string;
+  ready: boolean;
+  exited: boolean;
+  readonly spawnedAt: number;
+  /** How long it took from spawn to ready, once ready. */
+  bootMs?: number;
+  readonly whenReady: Promise<void>;
+  readonly whenExited: Promise<void>;
+}
+
+/**
+ * Worker processes started from the compiled crash worker. Every process it
+ * started is SIGKILLed by `killAll`, which the tests call in afterAll/afterEach
+ * whatever happened; the workers also exit by themselves when this process's
+ * IPC channel goes away.
+ */
+export class WorkerFleet {
+  readonly processes: WorkerProcess[] = [];
+  /** The last lines every worker wrote, for the message of a failing test. */
+  private readonly output: string[] = [];
+
+  constructor(private readonly settings: FleetSettings) {}
+
+  /** Fails with instructions when the compiled worker is missing or older than its sources. */
+  static assertBuilt(): void {
+    let built: number;
+    try {
+      built = statSync(WORKER_SCRIPT).mtimeMs;
+    } catch {
+      throw new Error(`${WORKER_SCRIPT} is missing: run the tests with \`npm test\`, whose pretest compiles into .build.`);
+    }
+    const newest = Math.max(
+      ...['libs/cyclone/src', 'migrations', 'test/crash'].flatMap((dir) => sourceTimes(join(ROOT, dir))),
+    );
+    if (newest > built) {
+      throw new Error(
+        `${WORKER_SCRIPT} is older than its sources: run the tests with \`npm test\` ` +
+          '(or `npx tsc -p tsconfig.json --outDir .build --declaration false`) to rebuild it.',
+      );
+    }
+  }
+
+  spawn(extraEnv: Record<string, string> = {}): WorkerProcess {
+    const { databaseUrl, leaseTtlMs, pollMs, slots } = this.settings;
+    // No --enable-source-maps: it adds most of a second to every start-up on a busy machine.
+    const child = spawn(process.execPath, [WORKER_SCRIPT], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      env: {
+        ...process.env,
+        CRASH_DATABASE_URL: databaseUrl,
+        CRASH_LEASE_TTL_MS: String(leaseTtlMs),
+        CRASH_POLL_MIN_MS: String(pollMs[0]),
+        CRASH_POLL_MAX_MS: String(pollMs[1]),
+        CRASH_SLOTS: String(slots),
+        ...extraEnv,
+      },
+    });
+    if (child.pid === undefined) throw new Error('Could not start a crash worker process');
+    const pid = child.pid;
+    const keep = (chunk: Buffer) => {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (line.trim()) this.output.push(`[worker ${pid}] ${line}`);
+      }
+      this.output.splice(0, Math.max(0, this.output.length - 200));
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+
+    let worker!: WorkerProcess;
+    const whenExited = new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        worker.exited = true;
+        worker.ready = false;
+        resolve();
+      }),
+    );
+    const whenReady = new Promise<void>((resolve, reject) => {
+      child.on('message', (msg: { type?: string; owner?: string }) => {
+        if (msg?.type !== 'ready') return;
+        worker.owner = msg.owner;
+        worker.ready = true;
+        worker.bootMs = Date.now() - worker.spawnedAt;
+        resolve();
+      });
+      void whenExited.then(() => reject(new Error(`Worker ${pid} exited before it was ready:\n${this.tail()}`)));
+    });
+    whenReady.catch(() => undefined);
+    worker = { child, pid, ready: false, exited: false, spawnedAt: Date.now(), whenReady, whenExited };
+    this.processes.push(worker);
+    return worker;
+  }
+
+  live(): WorkerProcess[] {
+    return this.processes.filter((w) => !w.exited);
+  }
+
+  /** Live workers whose Cyclone workers are running. */
+  readyWorkers(): WorkerProcess[] {
+    return this.processes.filter((w) => w.ready && !w.exited);
+  }
+
+  async kill(worker: WorkerProcess): Promise<void> {
+    if (!worker.exited) worker.child.kill('SIGKILL');
+    await worker.whenExited;
+  }
+
+  /** SIGKILLs every process this fleet started and waits for them to exit. */
+  async killAll(): Promise<void> {
+    await Promise.all(this.processes.map((w) => this.kill(w)));
+  }
+
+  tail(lines = 40): string {
+    return this.output.slice(-lines).join('\n');
+  }
+}
+
+function sourceTimes(dir: string): number[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+    .map((e) => statSync(join(e.parentPath, e.name)).mtimeMs);
+}
