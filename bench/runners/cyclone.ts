@@ -1,0 +1,101 @@
+import 'reflect-metadata';
+import { Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { CycloneClient, CycloneModule, Step, WorkerHost, type StepContext } from '../../libs/cyclone/src/index.js';
+import {
+  JOB_KIND,
+  cyclonePoolSize,
+  type BenchPayload,
+  type JobHandler,
+  type Runner,
+  type StartOptions,
+  type SystemHandle,
+} from './types.js';
+
+/** Lease TTL of the crash test: a killed worker's steps come back after about this long. */
+export const CRASH_LEASE_TTL = '5s';
+
+/** The handler of the process; the step method forwards to it. */
+let current: JobHandler | undefined;
+
+@Injectable()
+class BenchSteps {
+  @Step(JOB_KIND)
+  async run(input: BenchPayload, ctx: StepContext): Promise<null> {
+    await current?.(input, { runId: ctx.runId, token: ctx.fencingToken });
+    return null;
+  }
+}
+
+async function start(options: StartOptions): Promise<SystemHandle> {
+  current = options.handler;
+  const workers = options.workers;
+  // As a user would: one CycloneModule.forRoot with a URL, one queue, defaults otherwise.
+  @Module({
+    imports: [
+      CycloneModule.forRoot({
+        connection: { url: options.url },
+        ...(workers > 0 ? { queues: { default: { workers } } } : { runWorkers: false }),
+        ...(options.crash ? { leaseTtl: CRASH_LEASE_TTL } : {}),
+      }),
+    ],
+    providers: [BenchSteps],
+  })
+  class BenchModule {}
+
+  const app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error', 'warn'] });
+  const client = app.get(CycloneClient);
+  const host = app.get(WorkerHost);
+  return {
+    enqueue: async (payload) => {
+      await client.enqueue(JOB_KIND, payload);
+    },
+    enqueueMany: async (payloads) => {
+      await client.enqueueMany(JOB_KIND, payloads);
+    },
+    owner: () => host.owner,
+    stop: () => app.close(),
+  };
+}
+
+export const runner: Runner = {
+  system: 'cyclone',
+  describe: (workers, _pool, crash) =>
+    workers > 0
+      ? `CycloneModule.forRoot({ connection: { url }, queues: { default: { workers: ${workers} } }` +
+        (crash ? `, leaseTtl: '${CRASH_LEASE_TTL}'` : '') +
+        ` }), defaults otherwise (pool ${cyclonePoolSize(workers)} connections + 1 LISTEN, poll [100 ms, 1 s), NOTIFY wake-ups); ` +
+        `@Step handler; enqueue with CycloneClient.enqueue, bulk seed with enqueueMany`
+      : `CycloneModule.forRoot({ connection: { url }, runWorkers: false }) (pool ${cyclonePoolSize(10)} connections); CycloneClient.enqueue`,
+  start,
+  pending: async (client) => {
+    const { rows } = await client.query(
+      // Two counts, each over its partial index, so the poll stays cheap however large the history is.
+      `/* bench */ SELECT (SELECT count(*) FROM cyclone_steps WHERE state = 'available')::int
+                        + (SELECT count(*) FROM cyclone_steps WHERE state = 'running')::int AS bench_n`,
+    );
+    return rows[0].bench_n;
+  },
+  completed: async (client) => {
+    const { rows } = await client.query(`/* bench */ SELECT count(*)::int AS bench_n FROM cyclone_runs WHERE state = 'completed'`);
+    return rows[0].bench_n;
+  },
+  crash: {
+    measurable: true,
+    held: async (client, owner) => {
+      const { rows } = await client.query(
+        `/* bench */ SELECT id::text AS bench_id FROM cyclone_steps WHERE state = 'running' AND lease_owner = $1`,
+        [owner],
+      );
+      return rows.map((r) => r.bench_id);
+    },
+    freed: async (client, ids, owner) => {
+      const { rows } = await client.query(
+        `/* bench */ SELECT id::text AS bench_id FROM cyclone_steps
+          WHERE id = ANY ($1::bigint[]) AND NOT (state = 'running' AND lease_owner IS NOT DISTINCT FROM $2)`,
+        [ids, owner],
+      );
+      return rows.map((r) => r.bench_id);
+    },
+  },
+};

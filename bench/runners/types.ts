@@ -1,0 +1,85 @@
+import type pg from 'pg';
+
+export type SystemName = 'cyclone' | 'pg-boss' | 'graphile-worker';
+export const SYSTEMS: SystemName[] = ['cyclone', 'pg-boss', 'graphile-worker'];
+
+/** The payload of every benchmark job. */
+export interface BenchPayload {
+  i: number;
+  /** Producer's clock just before the enqueue call (W3). */
+  sentAt?: number;
+}
+
+/** What a handler learns about the job it runs, in each system's terms. */
+export interface JobMeta {
+  /** The job's id in its system (Cyclone run id, pg-boss job id, graphile-worker job id). */
+  runId: string;
+  /**
+   * A number that grows with every delivery of the job, for fencing external
+   * writes: Cyclone's `ctx.fencingToken` (lease generation), pg-boss's
+   * `retryCount`, graphile-worker's `attempts`.
+   */
+  token: number;
+}
+
+export type JobHandler = (payload: BenchPayload, meta: JobMeta) => Promise<void> | void;
+
+export interface StartOptions {
+  url: string;
+  /** Worker slots (concurrency); 0 starts a producer only. */
+  workers: number;
+  /** Connection pool size for the peers; Cyclone sizes its own pool (see describe()). */
+  poolSize: number;
+  handler?: JobHandler;
+  /** Settings of the crash test (W5): short lease / expiry so recovery happens within the run. */
+  crash?: boolean;
+}
+
+export interface SystemHandle {
+  enqueue(payload: BenchPayload): Promise<void>;
+  /** The system's bulk insert API. */
+  enqueueMany(payloads: BenchPayload[]): Promise<void>;
+  /** What this process's claims are marked with in the database (lease owner, pool id), if anything. */
+  owner(): string | null;
+  stop(): Promise<void>;
+}
+
+export interface Runner {
+  system: SystemName;
+  /** The configuration used, in words, for the report. */
+  describe(workers: number, poolSize: number, crash?: boolean): string;
+  start(options: StartOptions): Promise<SystemHandle>;
+  /** Jobs queued or running (not yet finished). */
+  pending(client: pg.ClientBase | pg.Pool): Promise<number>;
+  /** Jobs completed successfully, of `total` enqueued into this database. */
+  completed(client: pg.ClientBase | pg.Pool, total: number): Promise<number>;
+  crash: CrashInspector;
+}
+
+/** How the crash test finds the jobs a killed worker held, and sees them become claimable again. */
+export interface CrashInspector {
+  /** Whether kill→claimable can be measured at all; otherwise why not. */
+  measurable: true | string;
+  /** Ids of jobs held by the process `pid` whose claims are marked `owner`. */
+  held(client: pg.ClientBase, owner: string | null, pid: number): Promise<string[]>;
+  /** Of `ids`, those no longer held by the dead process (claimable, or claimed by another). */
+  freed(client: pg.ClientBase, ids: string[], owner: string | null, killedAt: Date): Promise<string[]>;
+}
+
+/** Cyclone's own pool size for a client with `workers` slots on one queue (resolved-options.ts). */
+export function cyclonePoolSize(workers: number): number {
+  return Math.min(10 + Math.ceil(workers / 4) + 1, 50);
+}
+
+export const JOB_KIND = 'bench_job';
+
+export async function loadRunner(system: SystemName): Promise<Runner> {
+  switch (system) {
+    case 'cyclone':
+      return (await import('./cyclone.js')).runner;
+    case 'pg-boss':
+      return (await import('./pg-boss.js')).runner;
+    case 'graphile-worker':
+      return (await import('./graphile-worker.js')).runner;
+  }
+}
