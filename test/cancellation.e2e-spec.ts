@@ -1,9 +1,9 @@
-import { describe, it, expect, afterEach } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { InvalidStateError, RunCancelledError, RunNotFoundError, Step, StepAbortedError, type StepContext } from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, closeAll, firstPollTick, query, stepOf, stepWhen, within } from './support/handler-probe.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, query, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
 
 const probe = new HandlerProbe();
 
@@ -26,18 +26,7 @@ class CancelSteps {
   }
 }
 
-const envs: CycloneTestEnv[] = [];
-async function createEnv(options: Parameters<typeof CycloneTestEnv.create>[0] = {}): Promise<CycloneTestEnv> {
-  const env = await CycloneTestEnv.create({ providers: [CancelSteps], ...options });
-  envs.push(env);
-  return env;
-}
-
-afterEach(async () => {
-  probe.releaseAll();
-  await closeAll(envs);
-  probe.reset();
-});
+const { createEnv } = testEnvs([CancelSteps], probe);
 
 const cancelledResult = (env: CycloneTestEnv, runId: string) =>
   expectCycloneError(env.client.result(runId, { timeout: 2_000 }), RunCancelledError, 'run_cancelled');

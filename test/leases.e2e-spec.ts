@@ -1,4 +1,4 @@
-import { describe, it, expect, afterEach } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import {
   PermanentError,
@@ -8,9 +8,9 @@ import {
   StepAbortedError,
   type StepContext,
 } from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, claimAsDeadWorker, closeAll, stepOf, stepWhen, within } from './support/handler-probe.js';
+import { HandlerProbe, claimAsDeadWorker, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
 
 const probe = new HandlerProbe();
 const BACKOFF_MS = 1_000;
@@ -47,22 +47,7 @@ class LeaseSteps {
   }
 }
 
-const envs: CycloneTestEnv[] = [];
-async function createEnv(options: Parameters<typeof CycloneTestEnv.create>[0] = {}): Promise<CycloneTestEnv> {
-  const env = await CycloneTestEnv.create({ providers: [LeaseSteps], ...options });
-  envs.push(env);
-  return env;
-}
-/** Another client on the same database. */
-function replicaOf(env: CycloneTestEnv, options: Parameters<typeof CycloneTestEnv.create>[0] = {}) {
-  return createEnv({ databaseUrl: env.databaseUrl, isolate: false, ...options });
-}
-
-afterEach(async () => {
-  probe.releaseAll();
-  await closeAll(envs);
-  probe.reset();
-});
+const { createEnv, replicaOf } = testEnvs([LeaseSteps], probe);
 
 /** The lease columns of a run's step, read with the database clock beside them. */
 async function leaseRow(env: CycloneTestEnv, runId: string) {

@@ -1,18 +1,16 @@
-import { describe, it, expect, afterEach } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { RunFailedError, Step, type StepContext } from '../libs/cyclone/src/index.js';
 import { RecoverySweeper, type RecoveryOutcome } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
 import {
   HandlerProbe,
   POLLING_OFF,
   claimAsDeadWorker,
-  closeAll,
   firstPollTick,
   query,
-  stepOf,
-} from './support/handler-probe.js';
+  stepOf, testEnvs } from './support/handler-probe.js';
 
 const probe = new HandlerProbe();
 
@@ -35,22 +33,7 @@ class RecoverySteps {
   }
 }
 
-const envs: CycloneTestEnv[] = [];
-async function createEnv(options: Parameters<typeof CycloneTestEnv.create>[0] = {}): Promise<CycloneTestEnv> {
-  const env = await CycloneTestEnv.create({ providers: [RecoverySteps], ...options });
-  envs.push(env);
-  return env;
-}
-/** Another client on the same database. */
-function replicaOf(env: CycloneTestEnv, options: Parameters<typeof CycloneTestEnv.create>[0] = {}) {
-  return createEnv({ databaseUrl: env.databaseUrl, isolate: false, ...options });
-}
-
-afterEach(async () => {
-  probe.releaseAll();
-  await closeAll(envs);
-  probe.reset();
-});
+const { createEnv, replicaOf } = testEnvs([RecoverySteps], probe);
 
 const sweep = (env: CycloneTestEnv) => env.app.get(RecoverySweeper).sweep();
 

@@ -1,10 +1,10 @@
-import { describe, it, expect, afterEach } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { RunFailedError, Step, StepAbortedError, type StepContext } from '../libs/cyclone/src/index.js';
 import { RecoverySweeper } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, closeAll, firstPollTick, query, stepOf, stepWhen, within } from './support/handler-probe.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, query, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
 
 const probe = new HandlerProbe();
 
@@ -54,18 +54,7 @@ class TimeoutSteps {
   }
 }
 
-const envs: CycloneTestEnv[] = [];
-async function createEnv(options: Parameters<typeof CycloneTestEnv.create>[0] = {}): Promise<CycloneTestEnv> {
-  const env = await CycloneTestEnv.create({ providers: [TimeoutSteps], ...options });
-  envs.push(env);
-  return env;
-}
-
-afterEach(async () => {
-  probe.releaseAll();
-  await closeAll(envs);
-  probe.reset();
-});
+const { createEnv } = testEnvs([TimeoutSteps], probe);
 
 function expectAborted(reason: unknown, why: StepAbortedError['reason']): void {
   expect(reason).toBeInstanceOf(StepAbortedError);

@@ -1,6 +1,8 @@
 import { CycloneDatabase, WorkerHost, type StepContext } from '../../libs/cyclone/src/index.js';
 import { CLAIM_STEPS } from '../../libs/cyclone/src/sql/claim.sql.js';
-import type { CycloneTestEnv } from '../../libs/cyclone/src/testing/index.js';
+import { afterEach } from '@jest/globals';
+import type { Provider } from '@nestjs/common';
+import { CycloneTestEnv, type CycloneTestEnvOptions } from '../../libs/cyclone/src/testing/index.js';
 import { eventually } from './e2e-helpers.js';
 
 /** One call of a probed handler: what its context said, and what happened to its signal. */
@@ -192,4 +194,26 @@ export async function claimAsDeadWorker(
 export async function firstPollTick(env: CycloneTestEnv): Promise<void> {
   const loop = env.app.get(WorkerHost).pollLoop;
   await eventually(async () => loop.lastTickAt ?? undefined, 10_000, 'the first poll tick');
+}
+
+/**
+ * Environments for one test file: `createEnv` starts one with `providers`,
+ * `replicaOf` another client on the same database. After each test the
+ * probe's held handlers are released and every environment is closed.
+ */
+export function testEnvs(providers: Provider[], probe: HandlerProbe) {
+  const envs: CycloneTestEnv[] = [];
+  afterEach(async () => {
+    probe.releaseAll();
+    await closeAll(envs);
+    probe.reset();
+  });
+  const createEnv = async (options: CycloneTestEnvOptions = {}): Promise<CycloneTestEnv> => {
+    const env = await CycloneTestEnv.create({ providers, ...options });
+    envs.push(env);
+    return env;
+  };
+  const replicaOf = (env: CycloneTestEnv, options: CycloneTestEnvOptions = {}) =>
+    createEnv({ databaseUrl: env.databaseUrl, isolate: false, ...options });
+  return { createEnv, replicaOf };
 }
