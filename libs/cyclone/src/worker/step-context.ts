@@ -5,6 +5,7 @@ import type { StepContext } from '../interfaces/step-context.interface.js';
 import { Snooze } from '../steps/snooze.js';
 import type { ClaimedStep } from './claimed-step.js';
 
+/** The `ctx` a handler receives, built from the claimed row. */
 export class StepContextImpl implements StepContext {
   readonly runId: string;
   readonly nodeId: string;
@@ -13,6 +14,7 @@ export class StepContextImpl implements StepContext {
   readonly reclaims: number;
   readonly fencingToken: number;
   readonly input: unknown;
+  private readonly upstreamOutputs: Record<string, unknown>;
 
   constructor(
     row: ClaimedStep,
@@ -29,8 +31,6 @@ export class StepContextImpl implements StepContext {
     this.input = row.input;
     this.upstreamOutputs = row.upstream ?? {};
   }
-
-  private readonly upstreamOutputs: Record<string, unknown>;
 
   upstream<T = unknown>(nodeId: string): T {
     if (!(nodeId in this.upstreamOutputs)) {
