@@ -27,7 +27,11 @@ CREATE TABLE cyclone_runs (
   created_at   timestamptz NOT NULL DEFAULT now(),
   updated_at   timestamptz NOT NULL DEFAULT now(),
   finished_at  timestamptz,
-  delete_after timestamptz               -- finished_at + retention, set when the run finishes
+  delete_after timestamptz,              -- finished_at + retention, set when the run finishes
+  -- Set by a client waiting for the result: only then is the finish announced.
+  -- A NOTIFY holds the server-wide notification lock through its commit, so
+  -- announcing every finish would serialise all completions.
+  notify_finish boolean NOT NULL DEFAULT false
 );
 
 -- At most one unfinished run per unique key. Enqueue inserts with
@@ -85,14 +89,16 @@ CREATE INDEX cyclone_steps_lease ON cyclone_steps (lease_expiry)
 CREATE INDEX cyclone_steps_wake ON cyclone_steps (wake_at)
   WHERE state IN ('waiting_timer', 'waiting_signal');
 
--- Recomputes a run's state from its steps and announces a finish. Callers hold
+-- Recomputes a run's state from its steps and announces a finish to waiting
+-- clients. Callers hold
 -- the run row lock, so two steps finishing at once cannot both miss the other.
 -- Paused and cancelled are set by the client only; a paused run may still complete.
 CREATE FUNCTION cyclone_settle_run(p_run_id uuid) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_state text;
-  v_next  text;
+  v_state  text;
+  v_next   text;
+  v_notify boolean;
 BEGIN
   SELECT state INTO v_state FROM cyclone_runs WHERE id = p_run_id;
   IF v_state IS NULL OR v_state NOT IN ('running', 'paused') THEN
@@ -112,8 +118,11 @@ BEGIN
   IF v_next <> v_state THEN
     UPDATE cyclone_runs
        SET state = v_next, updated_at = now(), finished_at = now(), delete_after = now() + retention
-     WHERE id = p_run_id;
-    PERFORM pg_notify('cyclone_run_finished', p_run_id::text);
+     WHERE id = p_run_id
+    RETURNING notify_finish INTO v_notify;
+    IF v_notify THEN
+      PERFORM pg_notify('cyclone_run_finished', p_run_id::text);
+    END IF;
   END IF;
   RETURN v_next;
 END $$;

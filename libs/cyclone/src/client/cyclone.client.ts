@@ -127,7 +127,7 @@ export class CycloneClient {
     checkRunId(runId);
     const timeoutMs = toMs(opts.timeout ?? 30_000, 'timeout');
     let lastState: RunState = 'running';
-    const outcome = await waitForRun(this.listener, runId, timeoutMs, async () => {
+    const outcome = await waitForRun(this.listener, this.database, runId, timeoutMs, async () => {
       const { rows } = await this.database.query(RUN_OUTCOME, [runId]);
       if (rows.length === 0) throw new RunNotFoundError(runId);
       lastState = rows[0].state;

@@ -1,4 +1,6 @@
 import { RUN_FINISHED_CHANNEL } from '../cyclone.constants.js';
+import type { CycloneDatabase } from '../database/cyclone-database.js';
+import { WATCH_RUN } from '../sql/runs.sql.js';
 import type { NotificationListener } from '../worker/notification-listener.js';
 
 /** Fallback poll while waiting for a run, for when a NOTIFY is lost. */
@@ -8,11 +10,12 @@ const POLL_MAX_MS = 2_000;
 /**
  * Waits until `check` reports a result, re-checking when the run's finish is
  * announced over LISTEN and on a backing-off poll in case the announcement
- * was lost. Subscribes before the first check so a finish between the check
- * and the wait is not missed.
+ * was lost. The run is marked as watched and the channel subscribed before
+ * the first check, so a finish between the check and the wait is not missed.
  */
 export async function waitForRun<T>(
   listener: NotificationListener,
+  database: CycloneDatabase,
   runId: string,
   timeoutMs: number,
   check: () => Promise<T | undefined>,
@@ -24,6 +27,7 @@ export async function waitForRun<T>(
   const deadline = Date.now() + timeoutMs;
   let poll = POLL_MIN_MS;
   try {
+    await database.query(WATCH_RUN, [runId]);
     for (;;) {
       const result = await check();
       if (result !== undefined) return result;

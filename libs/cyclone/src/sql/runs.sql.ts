@@ -34,3 +34,10 @@ export const RETRY_STEPS = /* sql */ `SELECT cyclone_retry_steps($1, $2) AS reop
 /** Step state of one node, to explain a retry that reopened nothing. */
 export const STEP_STATE = /* sql */ `
 SELECT state FROM cyclone_steps WHERE run_id = $1 AND node_id = $2`;
+
+/**
+ * Asks for the run's finish to be announced on cyclone_run_finished; finishes
+ * are announced only for runs someone waits for.
+ */
+export const WATCH_RUN = /* sql */ `
+UPDATE cyclone_runs SET notify_finish = true WHERE id = $1 AND NOT notify_finish`;

@@ -100,7 +100,7 @@ export class CycloneTestEnv {
   async runUntilComplete(runId: string, opts: { timeout?: Duration } = {}): Promise<RunInfo> {
     const timeoutMs = toMs(opts.timeout ?? 30_000, 'timeout');
     let last: RunInfo | undefined;
-    const run = await waitForRun(this.app.get(NotificationListener), runId, timeoutMs, async () => {
+    const run = await waitForRun(this.app.get(NotificationListener), this.app.get(CycloneDatabase), runId, timeoutMs, async () => {
       last = await this.client.getRun(runId);
       return TERMINAL.has(last.state) ? last : undefined;
     });
