@@ -200,6 +200,7 @@ BEGIN
          finished_at  = CASE WHEN f.next_state = 'discarded' THEN now() END,
          error        = p_error,
          error_kind   = f.error_kind,
+         lease_owner  = NULL,
          lease_expiry = NULL,
          updated_at   = now()
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
@@ -287,7 +288,6 @@ BEGIN
   RETURN v_count;
 END $$;
 
-INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'cyclone-init') ON CONFLICT DO NOTHING;
 `;
 
 const DOWN = /* sql */ `
@@ -299,7 +299,6 @@ DROP FUNCTION IF EXISTS cyclone_route(uuid, text);
 DROP FUNCTION IF EXISTS cyclone_settle_run(uuid);
 DROP TABLE IF EXISTS cyclone_steps;
 DROP TABLE IF EXISTS cyclone_runs;
-DELETE FROM cyclone_schema_migrations WHERE version = 1;
 `;
 
 export class CycloneInit1764403200000 extends sqlMigration('CycloneInit1764403200000', 1, UP, DOWN) {}

@@ -30,18 +30,13 @@ BEGIN
   END IF;
 
   IF v_step.timeout IS NOT NULL AND v_step.started_at + v_step.timeout <= now() THEN
-    -- The attempt ran out of time on the database clock: consumed, like a failure.
-    v_outcome := CASE WHEN v_step.attempt >= v_step.max_attempts THEN 'timeout_discarded' ELSE 'timeout' END;
-    UPDATE cyclone_steps
-       SET state        = CASE WHEN v_outcome = 'timeout' THEN 'available' ELSE 'discarded' END,
-           attempt      = CASE WHEN v_outcome = 'timeout' THEN attempt + 1 ELSE attempt END,
-           scheduled_at = CASE WHEN v_outcome = 'timeout'
-                               THEN now() + p_retry_delay_ms * interval '1 millisecond' ELSE scheduled_at END,
-           finished_at  = CASE WHEN v_outcome = 'timeout' THEN NULL ELSE now() END,
-           error        = 'Step timed out after ' || v_step.timeout || ' (recovered by the sweep)',
-           error_kind   = 'timeout',
-           lease_owner  = NULL, lease_expiry = NULL, updated_at = now()
-     WHERE id = p_step_id;
+    -- The attempt ran out of time on the database clock: consumed, exactly as
+    -- a failure the worker reports (its lease is the one we hold locked).
+    v_outcome := CASE cyclone_fail_step(p_step_id, v_step.lease_owner, v_step.lease_generation,
+                                        'Step timed out after ' || v_step.timeout || ' (recovered by the sweep)',
+                                        'timeout', p_retry_delay_ms)
+                   WHEN 'discarded' THEN 'timeout_discarded' ELSE 'timeout' END;
+    RETURN v_outcome;
   ELSIF v_step.lease_expiry < now() THEN
     IF v_step.max_reclaims IS NOT NULL AND v_step.reclaims >= v_step.max_reclaims THEN
       -- A step that keeps killing its workers must not loop forever.
@@ -65,18 +60,16 @@ BEGIN
     RETURN NULL;
   END IF;
 
-  IF v_outcome IN ('timeout_discarded', 'reclaim_limit') THEN
+  IF v_outcome = 'reclaim_limit' THEN
     PERFORM cyclone_settle_run(v_run_id);
   END IF;
   RETURN v_outcome;
 END $$;
 
-INSERT INTO cyclone_schema_migrations (version, name) VALUES (2, 'cyclone-recovery') ON CONFLICT DO NOTHING;
 `;
 
 const DOWN = /* sql */ `
 DROP FUNCTION IF EXISTS cyclone_recover_step(bigint, bigint);
-DELETE FROM cyclone_schema_migrations WHERE version = 2;
 `;
 
 export class CycloneRecovery1764489600000 extends sqlMigration('CycloneRecovery1764489600000', 2, UP, DOWN) {}

@@ -16,5 +16,5 @@ export const FAIL_STEP = /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5,
 export const SNOOZE_STEP = /* sql */ `
 UPDATE cyclone_steps
    SET state = 'available', scheduled_at = now() + $4 * interval '1 millisecond',
-       lease_expiry = NULL, updated_at = now()
+       lease_owner = NULL, lease_expiry = NULL, updated_at = now()
  WHERE id = $1 AND state = 'running' AND lease_owner = $2 AND lease_generation = $3`;
