@@ -139,10 +139,10 @@ class Probe {
       this.sampler.start();
     })();
   }
-  markEnd(): void {
+  private markEnd(): void {
     this.cpuB = cpuMark(this.ctx.dataDir);
   }
-  async statements(): Promise<StatementStat[]> {
+  private async statements(): Promise<StatementStat[]> {
     await this.sampling;
     if (this.sampler) {
       this.waits = await this.sampler.stop();
@@ -150,8 +150,19 @@ class Probe {
     }
     return topStatements(this.admin, this.ctx.database);
   }
+  /**
+   * Ends the measured phase: CPU and waits are taken now, `stopSystem` runs,
+   * then the counters are read once the system's backends have exited.
+   */
+  async finish(jobs: number, stopSystem: () => Promise<void>): Promise<Diagnostics> {
+    this.markEnd();
+    const statements = await this.statements();
+    await stopSystem();
+    return this.end(jobs, statements);
+  }
+
   /** Call after the system stopped, so its backends have exited and flushed their counters. */
-  async end(jobs: number, statements: StatementStat[]): Promise<Diagnostics> {
+  private async end(jobs: number, statements: StatementStat[]): Promise<Diagnostics> {
     await sleep(250);
     const after = await dbCounters(this.admin, this.ctx.database);
     const diagnostics: Diagnostics = { statements, waits: this.waits };
@@ -212,10 +223,7 @@ export async function w1(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
     await latch.reached(p.jobs, p.timeoutMs, 'handler starts');
     await waitUntil(async () => (await runner.pending(check)) === 0, p.timeoutMs, 'all jobs completed');
     const done = now();
-    probe.markEnd();
-    const statements = await probe.statements();
-    await handle.stop();
-    const diagnostics = await probe.end(p.jobs, statements);
+    const diagnostics = await probe.finish(p.jobs, () => handle.stop());
     return {
       system: runner.system,
       workload: 'W1',
@@ -267,11 +275,11 @@ export async function w2(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
       }),
     );
     const elapsed = now() - t0;
-    probe.markEnd();
-    const statements = await probe.statements();
-    const queued = (await runner.pending(check)) - queuedBefore;
-    await producer.stop();
-    const diagnostics = await probe.end(p.jobs, statements);
+    let queued = 0;
+    const diagnostics = await probe.finish(p.jobs, async () => {
+      queued = (await runner.pending(check)) - queuedBefore;
+      await producer.stop();
+    });
     return {
       system: runner.system,
       workload: 'W2',
@@ -320,10 +328,7 @@ export async function w3(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
     }
     await Promise.all(sends);
     await latch.reached(p.jobs, p.timeoutMs, 'handler starts');
-    probe.markEnd();
-    const statements = await probe.statements();
-    await handle.stop();
-    const diagnostics = await probe.end(p.jobs, statements);
+    const diagnostics = await probe.finish(p.jobs, () => handle.stop());
     return {
       system: runner.system,
       workload: 'W3',
@@ -374,10 +379,7 @@ export async function w4(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
     await latch.reached(p.jobs, p.timeoutMs, 'handlers finished');
     await waitUntil(async () => (await runner.pending(check)) === 0, p.timeoutMs, 'all jobs completed');
     const done = now();
-    probe.markEnd();
-    const statements = await probe.statements();
-    await handle.stop();
-    const diagnostics = await probe.end(p.jobs, statements);
+    const diagnostics = await probe.finish(p.jobs, () => handle.stop());
     return {
       system: runner.system,
       workload: 'W4',

@@ -51,6 +51,16 @@ function hostsWithWorkers(app: INestApplicationContext): WorkerHost[] {
   return app.get(WorkerHost, { each: true }).filter((host) => host.workers.size > 0);
 }
 
+/** An app on `url` whose `tagged` handler reports `tag`, polling fast. */
+function taggedModule(url: string, tag: string, options: CycloneModuleOptions = {}) {
+  @Module({
+    imports: [CycloneModule.forRoot({ connection: { url }, pollInterval: FAST_POLL, ...options })],
+    providers: [stepsTagged(tag)],
+  })
+  class TaggedModule {}
+  return TaggedModule;
+}
+
 describe('CycloneModule.forRoot / forRootAsync', () => {
   it('forRoot: CycloneClient is injectable in an app service (also in a feature module) and jobs run', async () => {
     const db = await harness.database();
@@ -193,17 +203,9 @@ describe('CycloneModule.forRoot / forRootAsync', () => {
   it('runWorkers: false makes an enqueue-only client whose jobs another app runs', async () => {
     const db = await harness.database();
 
-    @Module({
-      imports: [CycloneModule.forRoot({ connection: { url: db.url }, runWorkers: false, pollInterval: FAST_POLL })],
-      providers: [stepsTagged('api')],
-    })
-    class ApiModule {}
+    const ApiModule = taggedModule(db.url, 'api', { runWorkers: false });
 
-    @Module({
-      imports: [CycloneModule.forRoot({ connection: { url: db.url }, pollInterval: FAST_POLL })],
-      providers: [stepsTagged('worker')],
-    })
-    class WorkerModule {}
+    const WorkerModule = taggedModule(db.url, 'worker');
 
     const api = await harness.start(ApiModule);
     expect(api.get(WorkerHost).workers.size).toBe(0);
@@ -332,11 +334,7 @@ describe('loops and @nestjs/schedule', () => {
   it('does not put a SchedulerRegistry into an app that did not import ScheduleModule', async () => {
     const db = await harness.database();
 
-    @Module({
-      imports: [CycloneModule.forRoot({ connection: { url: db.url }, pollInterval: FAST_POLL })],
-      providers: [stepsTagged('plain')],
-    })
-    class AppModule {}
+    const AppModule = taggedModule(db.url, 'plain');
 
     const app = await harness.start(AppModule);
     expect(() => app.get(SchedulerRegistry)).toThrow();
@@ -350,23 +348,11 @@ describe('app.close()', () => {
   it('stops the workers: a job enqueued after close is not run by the closed app', async () => {
     const db = await harness.database();
 
-    @Module({
-      imports: [CycloneModule.forRoot({ connection: { url: db.url }, pollInterval: FAST_POLL })],
-      providers: [stepsTagged('closed')],
-    })
-    class ClosedModule {}
+    const ClosedModule = taggedModule(db.url, 'closed');
 
-    @Module({
-      imports: [CycloneModule.forRoot({ connection: { url: db.url }, runWorkers: false, pollInterval: FAST_POLL })],
-      providers: [stepsTagged('api')],
-    })
-    class ApiModule {}
+    const ApiModule = taggedModule(db.url, 'api', { runWorkers: false });
 
-    @Module({
-      imports: [CycloneModule.forRoot({ connection: { url: db.url }, pollInterval: FAST_POLL })],
-      providers: [stepsTagged('successor')],
-    })
-    class SuccessorModule {}
+    const SuccessorModule = taggedModule(db.url, 'successor');
 
     const closing = await harness.start(ClosedModule);
     const first = await closing.get(CycloneClient).enqueue('tagged', { i: 0 });
