@@ -89,6 +89,16 @@ CREATE INDEX cyclone_steps_lease ON cyclone_steps (lease_expiry)
 CREATE INDEX cyclone_steps_wake ON cyclone_steps (wake_at)
   WHERE state IN ('waiting_timer', 'waiting_signal');
 
+-- Locks the run of a step and returns its id (NULL for an unknown step).
+-- Every writer takes the run lock before any step lock, so two writers of
+-- one run never deadlock; the run lock also serialises routing and settling.
+CREATE FUNCTION cyclone_lock_run_of(p_step_id bigint) RETURNS uuid
+LANGUAGE sql AS $$
+  SELECT r.id FROM cyclone_runs r
+   WHERE r.id = (SELECT run_id FROM cyclone_steps WHERE id = p_step_id)
+     FOR UPDATE OF r;
+$$;
+
 -- Recomputes a run's state from its steps and announces a finish to waiting
 -- clients. Callers hold
 -- the run row lock, so two steps finishing at once cannot both miss the other.
@@ -151,12 +161,10 @@ DECLARE
   v_run_id  uuid;
   v_node_id text;
 BEGIN
-  SELECT run_id INTO v_run_id FROM cyclone_steps WHERE id = p_step_id;
+  v_run_id := cyclone_lock_run_of(p_step_id);
   IF v_run_id IS NULL THEN
     RETURN false;
   END IF;
-  -- Run lock before step lock: the order every writer takes.
-  PERFORM 1 FROM cyclone_runs WHERE id = v_run_id FOR UPDATE;
 
   UPDATE cyclone_steps
      SET state = 'completed', output = p_output, error = NULL, error_kind = NULL,
@@ -186,11 +194,10 @@ DECLARE
   v_run_id uuid;
   v_state  text;
 BEGIN
-  SELECT run_id INTO v_run_id FROM cyclone_steps WHERE id = p_step_id;
+  v_run_id := cyclone_lock_run_of(p_step_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
-  PERFORM 1 FROM cyclone_runs WHERE id = v_run_id FOR UPDATE;
 
   UPDATE cyclone_steps s
      SET state        = f.next_state,
@@ -297,6 +304,7 @@ DROP FUNCTION IF EXISTS cyclone_fail_step(bigint, text, bigint, text, text, bigi
 DROP FUNCTION IF EXISTS cyclone_complete_step(bigint, text, bigint, jsonb);
 DROP FUNCTION IF EXISTS cyclone_route(uuid, text);
 DROP FUNCTION IF EXISTS cyclone_settle_run(uuid);
+DROP FUNCTION IF EXISTS cyclone_lock_run_of(bigint);
 DROP TABLE IF EXISTS cyclone_steps;
 DROP TABLE IF EXISTS cyclone_runs;
 `;

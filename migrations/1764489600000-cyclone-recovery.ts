@@ -19,11 +19,10 @@ DECLARE
   v_step    cyclone_steps%ROWTYPE;
   v_outcome text;
 BEGIN
-  SELECT run_id INTO v_run_id FROM cyclone_steps WHERE id = p_step_id;
+  v_run_id := cyclone_lock_run_of(p_step_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
-  PERFORM 1 FROM cyclone_runs WHERE id = v_run_id FOR UPDATE;
   SELECT * INTO v_step FROM cyclone_steps WHERE id = p_step_id FOR UPDATE;
   IF v_step.state IS DISTINCT FROM 'running' THEN
     RETURN NULL;
