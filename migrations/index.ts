@@ -1,10 +1,15 @@
 import { CycloneInit1764403200000 } from './1764403200000-cyclone-init.js';
 import { CycloneRecovery1764489600000 } from './1764489600000-cyclone-recovery.js';
+import { CycloneBatchCompletion1764576000000 } from './1764576000000-cyclone-batch-completion.js';
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
  * `migrations` to migrate with TypeORM, or let `CycloneModule` apply them.
  */
-export const CYCLONE_MIGRATIONS = [CycloneInit1764403200000, CycloneRecovery1764489600000] as const;
+export const CYCLONE_MIGRATIONS = [
+  CycloneInit1764403200000,
+  CycloneRecovery1764489600000,
+  CycloneBatchCompletion1764576000000,
+] as const;
 
 export type CycloneMigration = (typeof CYCLONE_MIGRATIONS)[number];

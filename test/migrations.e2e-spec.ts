@@ -80,7 +80,8 @@ describe('migrationsRun', () => {
     const app = await harness.start(appModule(db.url));
     expect(await existingTables(db.url)).toEqual([...CYCLONE_TABLES].sort());
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
-    expect(ALL_VERSIONS).toEqual([1, 2]);
+    // Versions are numbered 1, 2, 3… in the order the migrations run.
+    expect(ALL_VERSIONS).toEqual(ALL_VERSIONS.map((_, i) => i + 1));
 
     const client = app.get(CycloneClient);
     const runId = await client.enqueue('echo', { ok: true });
@@ -155,7 +156,7 @@ describe('CYCLONE_MIGRATIONS in a TypeORM DataSource', () => {
     });
 
     const ran = await dataSource.runMigrations();
-    expect(ran.map((m) => m.name)).toEqual(['CycloneInit1764403200000', 'CycloneRecovery1764489600000']);
+    expect(ran.map((m) => m.name)).toEqual(CYCLONE_MIGRATIONS.map((m) => m.name));
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
     expect(await existingTables(db.url)).toEqual([...CYCLONE_TABLES].sort());
     // TypeORM has nothing left to run.
@@ -170,8 +171,24 @@ describe('CYCLONE_MIGRATIONS in a TypeORM DataSource', () => {
     await harness.close(await harness.start(appModule(db.url, { migrationsRun: true })));
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
 
-    await dataSource.undoLastMigration();
-    expect(await appliedVersions(db.url)).toEqual([1]);
+    // Each undo removes its own version and leaves the previous schema whole.
+    for (let left = ALL_VERSIONS.length - 1; left >= 1; left--) {
+      await dataSource.undoLastMigration();
+      expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS.slice(0, left));
+    }
+    const functions = await sql<{ proname: string }>(
+      db.url,
+      "SELECT proname FROM pg_proc WHERE proname LIKE 'cyclone\\_%' ORDER BY proname",
+    );
+    expect(functions.map((f) => f.proname)).toEqual([
+      'cyclone_cancel_run',
+      'cyclone_complete_step',
+      'cyclone_fail_step',
+      'cyclone_lock_run_of',
+      'cyclone_retry_steps',
+      'cyclone_route',
+      'cyclone_settle_run',
+    ]);
     await expect(harness.start(appModule(db.url, { migrationsRun: 'verify' }), false)).rejects.toBeInstanceOf(SchemaError);
   });
 });

@@ -20,7 +20,7 @@ import type { ResolvedOptions } from '../module/resolved-options.js';
 import type { StepInput, StepOutput, StepRef } from '../steps/define-step.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { NotificationListener } from '../worker/notification-listener.js';
-import { ENQUEUE_JOB, ENQUEUE_MANY, FIND_UNIQUE_HOLDER } from '../sql/enqueue.sql.js';
+import { ENQUEUE_JOB, FIND_UNIQUE_HOLDER } from '../sql/enqueue.sql.js';
 import {
   CANCEL_RUN,
   GET_OUTPUT,
@@ -30,9 +30,11 @@ import {
   RUN_OUTCOME,
   STEP_STATE,
 } from '../sql/runs.sql.js';
-import { enqueueJobValues, enqueueManyValues, jobParams, type JobParams } from './job-params.js';
+import { EnqueueBatcher } from './enqueue-batcher.js';
+import { enqueueJobValues, jobParams, type JobParams } from './job-params.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
+import { WakePublisher } from './wake-publisher.js';
 
 type Kind = string | StepRef<any, any>;
 type Query = (sql: string, values: unknown[]) => Promise<Record<string, any>[]>;
@@ -52,17 +54,29 @@ export interface ResultOptions {
  */
 @Injectable()
 export class CycloneClient {
+  private readonly enqueues: EnqueueBatcher;
+
   constructor(
     private readonly database: CycloneDatabase,
     private readonly registry: StepRegistry,
     private readonly listener: NotificationListener,
+    private readonly wakes: WakePublisher,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
-  ) {}
+  ) {
+    this.enqueues = new EnqueueBatcher(database, wakes);
+  }
 
   /** Enqueues a standalone job and returns its run id once it is committed. */
   async enqueue<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
-    const [params, json] = this.prepare(kind, input, opts);
-    return this.insertJob(params, json, async (sql, values) => (await this.database.query(sql, values)).rows);
+    const [params, inputJson] = this.prepare(kind, input, opts);
+    if (params.uniqueKey === null) {
+      const runId = randomUUID();
+      await this.enqueues.enqueue({ runId, params, inputJson });
+      return runId;
+    }
+    const { id, due } = await this.insertJob(params, inputJson, false, async (sql, values) => (await this.database.query(sql, values)).rows);
+    if (due) this.wakes.wake(params.queue);
+    return id;
   }
 
   /** Enqueues a job whose output is nothing, such as sending an email. */
@@ -84,7 +98,8 @@ export class CycloneClient {
     const runner = 'manager' in tx && 'isTransactionActive' in tx ? tx : (tx as EntityManager).queryRunner;
     if (!runner?.isTransactionActive) throw new NotInTransactionError();
     const [params, json] = this.prepare(kind, input, opts);
-    return this.insertJob(params, json, (sql, values) => runner.query(sql, values));
+    const { id } = await this.insertJob(params, json, true, (sql, values) => runner.query(sql, values));
+    return id;
   }
 
   /** Enqueues many jobs of one kind in one statement; returns their run ids in input order. */
@@ -99,9 +114,9 @@ export class CycloneClient {
     const params = jobParams(step, opts, this.options);
     const texts = inputs.map((input, i) => toJson(input, `input at index ${i}`, this.options.maxPayloadBytes));
     if (texts.length === 0) return [];
-    const ids = texts.map(() => randomUUID());
-    await this.database.query(ENQUEUE_MANY, enqueueManyValues(params, ids, texts));
-    return ids;
+    const jobs = texts.map((inputJson) => ({ runId: randomUUID(), params, inputJson }));
+    await this.enqueues.insert(jobs);
+    return jobs.map((j) => j.runId);
   }
 
   async getRun(runId: string): Promise<RunInfo> {
@@ -218,15 +233,21 @@ export class CycloneClient {
     return [params, toJson(input, 'input', this.options.maxPayloadBytes)];
   }
 
-  private async insertJob(params: JobParams, json: string, query: Query): Promise<string> {
-    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json));
-    if (rows.length > 0) return rows[0].id;
+  /** `notify`: send the wake-up from the statement itself (inside a caller's transaction). */
+  private async insertJob(
+    params: JobParams,
+    json: string,
+    notify: boolean,
+    query: Query,
+  ): Promise<{ id: string; due: boolean }> {
+    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json, notify));
+    if (rows.length > 0) return { id: rows[0].id, due: rows[0].due };
     // The key is held; the insert did nothing. Read the holder in a new
     // statement: the insert's snapshot may predate the holder's commit.
     const holder = await query(FIND_UNIQUE_HOLDER, [params.uniqueKey]);
     if (holder.length === 0) {
       // The holder finished between the two statements; the key is free again.
-      return this.insertJob(params, json, query);
+      return this.insertJob(params, json, notify, query);
     }
     throw new DuplicateError(holder[0].id, params.uniqueKey!);
   }

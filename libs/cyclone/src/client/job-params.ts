@@ -65,7 +65,7 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
 }
 
 /** Parameters of ENQUEUE_JOB for one job. */
-export function enqueueJobValues(p: JobParams, inputJson: string): unknown[] {
+export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolean): unknown[] {
   return [
     randomUUID(),
     p.kind,
@@ -79,22 +79,30 @@ export function enqueueJobValues(p: JobParams, inputJson: string): unknown[] {
     p.timeoutMs,
     p.processAt,
     p.processInMs,
+    notify,
   ];
 }
 
-/** Parameters of ENQUEUE_MANY for jobs of one kind and options. */
-export function enqueueManyValues(p: JobParams, runIds: string[], inputJson: string[]): unknown[] {
+/** One job of an ENQUEUE_JOBS statement. */
+export interface NewJob {
+  runId: string;
+  params: JobParams;
+  inputJson: string;
+}
+
+/** Parameters of ENQUEUE_JOBS: one array per column. */
+export function enqueueJobsValues(jobs: NewJob[]): unknown[] {
   return [
-    runIds,
-    inputJson,
-    p.kind,
-    p.queue,
-    p.retentionMs,
-    p.priority,
-    p.maxAttempts,
-    p.maxReclaims,
-    p.timeoutMs,
-    p.processAt,
-    p.processInMs,
+    jobs.map((j) => j.runId),
+    jobs.map((j) => j.params.kind),
+    jobs.map((j) => j.inputJson),
+    jobs.map((j) => j.params.queue),
+    jobs.map((j) => j.params.retentionMs),
+    jobs.map((j) => j.params.priority),
+    jobs.map((j) => j.params.maxAttempts),
+    jobs.map((j) => j.params.maxReclaims),
+    jobs.map((j) => j.params.timeoutMs),
+    jobs.map((j) => j.params.processAt),
+    jobs.map((j) => j.params.processInMs),
   ];
 }

@@ -36,6 +36,14 @@ describe('toJson', () => {
     });
   });
 
+  it('refuses NUL characters in strings and keys, which jsonb cannot store, naming the path', () => {
+    const inValue = rejection(() => toJson({ note: ['ok', 'a\u0000b'] }, 'input', LIMIT));
+    expect(inValue).toBeInstanceOf(InvalidInputError);
+    expect(inValue.message).toContain('$.note.1 contains a NUL character');
+    const inKey = rejection(() => toJson({ nested: { ['k\u0000']: 1 } }, 'output', LIMIT));
+    expect(inKey.message).toContain('$.nested has a key with a NUL character');
+  });
+
   it('stores undefined as null', () => {
     expect(toJson(undefined, 'output', LIMIT)).toBe('null');
   });

@@ -45,6 +45,8 @@ function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): stri
       return `${path} is a bigint; send it as a string`;
     case 'number':
       return Number.isFinite(value) ? undefined : `${path} is ${value}`;
+    case 'string':
+      return value.includes('\u0000') ? `${path} contains a NUL character (\\u0000), which PostgreSQL cannot store` : undefined;
     case 'object': {
       if (value === null) return undefined;
       if (seen.has(value)) return `${path} refers back to itself`;
@@ -56,6 +58,7 @@ function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): stri
       seen.add(value);
       const entries = Array.isArray(value) ? value.entries() : Object.entries(value);
       for (const [key, child] of entries) {
+        if (String(key).includes('\u0000')) return `${path} has a key with a NUL character (\\u0000), which PostgreSQL cannot store`;
         const problem = findUnserialisable(child, seen, `${path}.${key}`);
         if (problem) return problem;
       }

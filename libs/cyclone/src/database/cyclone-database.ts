@@ -19,11 +19,17 @@ export class CycloneDatabase implements OnApplicationShutdown {
     private readonly embedded?: EmbeddedDatabase,
   ) {}
 
+  /**
+   * Runs one statement on a pooled connection. A `name` makes it a prepared
+   * statement, parsed and planned once per connection: for the hot paths
+   * (claim, complete, enqueue, heartbeat), which run thousands of times.
+   */
   async query<R extends pg.QueryResultRow = Record<string, any>>(
     text: string,
     values?: unknown[],
+    name?: string,
   ): Promise<pg.QueryResult<R>> {
-    return this.pool.query<R>(text, values);
+    return name ? this.pool.query<R>({ name, text, values }) : this.pool.query<R>(text, values);
   }
 
   /** Connection settings for a dedicated client, such as the LISTEN connection. */

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { CycloneClient } from '../client/cyclone.client.js';
+import { WakePublisher } from '../client/wake-publisher.js';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { createCycloneDatabase } from '../database/database.factory.js';
@@ -46,6 +47,7 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
     StepExplorer,
     NotificationListener,
     CycloneClient,
+    WakePublisher,
     WorkerHost,
     RetentionSweeper,
     RecoverySweeper,

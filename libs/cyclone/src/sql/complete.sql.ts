@@ -1,5 +1,9 @@
-/** See cyclone_complete_step in the migrations. $1 step id, $2 owner, $3 generation, $4 output. */
-export const COMPLETE_STEP = /* sql */ `SELECT cyclone_complete_step($1, $2, $3, $4::jsonb) AS ok`;
+/**
+ * See cyclone_complete_steps in the migrations. Returns the ids it completed.
+ * $1 step ids, $2 owner, $3 generations, $4 outputs (JSON texts), same order.
+ */
+export const COMPLETE_STEPS = /* sql */ `
+SELECT id FROM cyclone_complete_steps($1::bigint[], $2, $3::bigint[], $4::jsonb[]) AS id`;
 
 /**
  * See cyclone_fail_step in the migrations. $1 step id, $2 owner, $3 generation,

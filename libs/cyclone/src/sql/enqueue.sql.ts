@@ -1,14 +1,16 @@
 /**
  * Inserts a standalone job, its run and its one step, in one statement, and
- * wakes the queue's workers when the job is due now. NOTIFY is delivered on
- * commit, so inside a caller's transaction the wake-up goes out only if the
- * business write commits. A unique key already held by an unfinished run makes
- * the run insert do nothing (no error that would abort the caller's
+ * says whether the job is due now. With $13 true (inside a caller's
+ * transaction) the statement also sends the queue's wake-up: NOTIFY is
+ * delivered on commit, so it goes out only if the business write commits.
+ * Otherwise the client publishes the wake-up after the commit, coalesced with
+ * others (see WakePublisher). A unique key already held by an unfinished run
+ * makes the run insert do nothing (no error that would abort the caller's
  * transaction), and with it the step insert; the statement returns no row.
  *
  * $1 run id, $2 kind, $3 input, $4 queue, $5 unique key, $6 retention ms,
  * $7 priority, $8 max attempts, $9 max reclaims, $10 timeout ms,
- * $11 process-at timestamp, $12 process-in ms.
+ * $11 process-at timestamp, $12 process-in ms, $13 notify in the statement.
  */
 export const ENQUEUE_JOB = /* sql */ `
 WITH run AS (
@@ -24,7 +26,7 @@ WITH run AS (
     FROM run
   RETURNING scheduled_at <= now() AS due
 )
-SELECT run.id, CASE WHEN step.due THEN pg_notify('cyclone_wake', run.queue) END AS wake
+SELECT run.id, step.due, CASE WHEN step.due AND $13 THEN pg_notify('cyclone_wake', run.queue) END AS wake
   FROM run, step`;
 
 /** The run that holds a unique key, read after an insert that did nothing. */
@@ -33,26 +35,36 @@ SELECT id FROM cyclone_runs
  WHERE unique_key = $1 AND state IN ('running', 'paused')`;
 
 /**
- * Inserts many standalone jobs of one kind in one statement: one run and one
- * step per input, then one wake-up.
+ * Inserts many standalone jobs, of any kinds and options, in one statement:
+ * one run and one step per job. Used by enqueueMany, and by enqueue, whose
+ * concurrent calls share a statement (see EnqueueBatcher). Returns the queues
+ * that have a job due now, for the wake-up.
  *
- * $1 run ids, $2 inputs (JSON texts, same order), then $3.. as ENQUEUE_JOB's
- * $2, $4, $6..$12 (no unique key).
+ * One array per column, same order: $1 run ids, $2 kinds, $3 inputs (JSON
+ * texts), $4 queues, $5 retention ms, $6 priorities, $7 max attempts,
+ * $8 max reclaims, $9 timeout ms, $10 process-at timestamps, $11 process-in ms.
  */
-export const ENQUEUE_MANY = /* sql */ `
-WITH runs AS (
+export const ENQUEUE_JOBS = /* sql */ `
+WITH jobs AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[],
+                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[])
+    AS t(id, kind, input, queue, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
+         process_at, process_in_ms)
+), runs AS (
   INSERT INTO cyclone_runs (id, kind, input, queue, retention)
-  SELECT id, $3, input::jsonb, $4, $5 * interval '1 millisecond'
-    FROM unnest($1::uuid[], $2::text[]) AS t(id, input)
-  RETURNING id, queue
+  SELECT id, kind, input::jsonb, queue, retention_ms * interval '1 millisecond' FROM jobs
+  RETURNING id
 ), steps AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
                              timeout, scheduled_at)
-  SELECT id, $3, $3, queue, $6, 'available', $7, $8, $9 * interval '1 millisecond',
-         COALESCE($10::timestamptz, now() + $11 * interval '1 millisecond')
-    FROM runs
-  RETURNING scheduled_at <= now() AS due
+  SELECT j.id, j.kind, j.kind, j.queue, j.priority, 'available', j.max_attempts, j.max_reclaims,
+         j.timeout_ms * interval '1 millisecond',
+         COALESCE(j.process_at, now() + j.process_in_ms * interval '1 millisecond')
+    FROM jobs j JOIN runs USING (id)
+  RETURNING queue, scheduled_at <= now() AS due
 )
-SELECT count(*)::int AS inserted,
-       CASE WHEN bool_or(due) THEN pg_notify('cyclone_wake', $4) END AS wake
-  FROM steps`;
+SELECT DISTINCT queue FROM steps WHERE due`;
+
+/** Wakes the workers of the given queues on every replica. $1 queue names. */
+export const WAKE_QUEUES = /* sql */ `
+SELECT pg_notify('cyclone_wake', queue) FROM unnest($1::text[]) AS queue`;

@@ -49,7 +49,7 @@ export class Heartbeat {
         this.step.id,
         this.owner,
         this.step.lease_generation,
-      ]);
+      ], 'cyclone_renew_lease');
       if (this.stopped) return;
       if (rowCount === 0) {
         this.stopped = true;

@@ -71,7 +71,7 @@ export class NotificationListener {
       // An idle LISTEN connection would otherwise never notice a silent network partition.
       keepAlive: true,
     });
-    client.on('notification', (msg) => this.dispatch(msg.channel, msg.payload ?? ''));
+    client.on('notification', (msg) => this.deliver(msg.channel, msg.payload ?? ''));
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client));
     this.client = client;
@@ -106,7 +106,11 @@ export class NotificationListener {
     this.reconnectDelay = Math.min(this.reconnectDelay * 2, RECONNECT_MAX_MS);
   }
 
-  private dispatch(channel: string, payload: string): void {
+  /**
+   * Hands a notification to this app's subscribers as if it had come from
+   * the server; for this app's own wake-ups, which need no round trip.
+   */
+  deliver(channel: string, payload: string): void {
     for (const fn of this.subscribers.get(channel) ?? []) fn(payload);
   }
 }

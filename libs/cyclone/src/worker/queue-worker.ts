@@ -7,16 +7,22 @@ import { StepExecution, type ExecutionDeps } from './step-execution.js';
 /**
  * The workers of one queue: a number of slots, filled by one claim statement
  * for as many steps as there are free slots. Claims never overlap; a wake-up
- * that arrives during a claim makes it claim once more when it ends.
+ * that arrives during a claim makes it claim once more when it ends. A slot is
+ * free again when its handler returns: recording the outcome (batched with
+ * others) overlaps the next claim. The step stays in `running` until its
+ * outcome is recorded, so shutdown waits for the write.
  */
 export class QueueWorker {
   private readonly logger = new Logger('Cyclone');
   readonly running = new Map<string, StepExecution>();
+  /** Slots whose handler has not returned yet. */
+  private busy = 0;
   private claiming?: Promise<void>;
   private wakeAgain = false;
   /** The last claim filled every free slot: there may be more waiting. */
   private backlog = false;
   private stopped = false;
+  private wakeScheduled = false;
 
   constructor(
     readonly queue: string,
@@ -38,6 +44,19 @@ export class QueueWorker {
     });
   }
 
+  /**
+   * Wakes on the next turn of the event loop, so that slots freed together
+   * (a batch of completions) are claimed for in one statement, not one each.
+   */
+  private wakeSoon(): void {
+    if (this.wakeScheduled) return;
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      this.wake();
+    });
+  }
+
   /** Stops claiming and waits for a claim in flight, so every claimed step is in `running`. */
   async stop(): Promise<void> {
     this.stopped = true;
@@ -48,7 +67,7 @@ export class QueueWorker {
     try {
       do {
         this.wakeAgain = false;
-        const free = this.slots - this.running.size;
+        const free = this.slots - this.busy;
         if (free <= 0) break;
         const claimed = await this.claim(free);
         this.backlog = claimed === free;
@@ -69,14 +88,16 @@ export class QueueWorker {
       limit,
       this.deps.owner,
       this.deps.leaseTtlMs,
-    ]);
+    ], 'cyclone_claim_steps');
     for (const row of rows) {
       const execution = new StepExecution(row, this.registry.get(row.kind), this.deps);
       this.running.set(row.id, execution);
-      void execution.start().finally(() => {
-        this.running.delete(row.id);
-        if (this.backlog) this.wake();
+      this.busy += 1;
+      void execution.handlerDone.then(() => {
+        this.busy -= 1;
+        if (this.backlog) this.wakeSoon();
       });
+      void execution.start().finally(() => this.running.delete(row.id));
     }
     return rows.length;
   }

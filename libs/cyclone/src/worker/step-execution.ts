@@ -5,7 +5,8 @@ import { StepAbortedError, type AbortReason } from '../errors/step-aborted.error
 import { toJson } from '../common/validate.js';
 import type { RegisteredStep } from '../steps/registered-step.js';
 import { Snooze } from '../steps/snooze.js';
-import { COMPLETE_STEP, FAIL_STEP, SNOOZE_STEP } from '../sql/complete.sql.js';
+import { FAIL_STEP, SNOOZE_STEP } from '../sql/complete.sql.js';
+import type { CompletionBatcher } from './completion-batcher.js';
 import type { ClaimedStep } from './claimed-step.js';
 import { Heartbeat } from './heartbeat.js';
 import { retryDelay } from './retry-policy.js';
@@ -19,6 +20,7 @@ export interface ExecutionDeps {
   leaseTtlMs: number;
   maxPayloadBytes: number;
   stats: WorkerStats;
+  completions: CompletionBatcher;
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown } | { abandoned: true };
@@ -55,6 +57,7 @@ export class StepExecution {
     private readonly deps: ExecutionDeps,
   ) {
     this.logger = new Logger(`Cyclone:${row.kind}`);
+    this.handlerDone = new Promise((resolve) => (this.settleHandler = resolve));
     this.heartbeat = new Heartbeat(row, deps.database, deps.owner, deps.leaseTtlMs, deps.stats, this.logger, (reason) => {
       if (reason !== 'timeout') deps.stats.leasesLost += 1;
       this.abort(reason);
@@ -76,6 +79,10 @@ export class StepExecution {
   /** Settles once the attempt's outcome is recorded (or given up on); never rejects. */
   finished: Promise<void> = Promise.resolve();
 
+  /** Settles once the handler has returned, thrown or been given up on; never rejects. */
+  readonly handlerDone: Promise<void>;
+  private settleHandler!: () => void;
+
   start(): Promise<void> {
     this.finished = this.run();
     return this.finished;
@@ -93,6 +100,7 @@ export class StepExecution {
     const ctx = new StepContextImpl(this.row, this.controller.signal, deadline, this.logger);
     try {
       const outcome = await this.call(ctx);
+      this.settleHandler();
       await this.record(outcome);
     } catch (err) {
       // Recording failed (the database is unreachable): the lease will expire
@@ -101,6 +109,7 @@ export class StepExecution {
         `Could not record the outcome of step ${this.row.node_id} (run ${this.row.run_id}): ${(err as Error).message}`,
       );
     } finally {
+      this.settleHandler();
       this.heartbeat.stop();
       clearTimeout(this.deadlineTimer);
       clearTimeout(this.abandonTimer);
@@ -140,8 +149,8 @@ export class StepExecution {
     } catch (err) {
       return this.fail((err as Error).message, 'error');
     }
-    const { rows } = await this.deps.database.query(COMPLETE_STEP, [...this.lease(), output]);
-    if (!rows[0].ok) this.logDropped('completion');
+    const completed = await this.deps.completions.complete(this.row.id, this.row.lease_generation, output);
+    if (!completed) this.logDropped('completion');
   }
 
   private async fail(message: string, kind: 'error' | 'permanent' | 'timeout'): Promise<void> {

@@ -20,6 +20,7 @@ import { StepRegistry } from '../steps/step-registry.js';
 import { NotificationListener } from './notification-listener.js';
 import { QueueWorker } from './queue-worker.js';
 import { WorkerStats } from './worker-stats.js';
+import { CompletionBatcher } from './completion-batcher.js';
 
 /** Apps whose workers are already running: a second import of the module must not start more. */
 const startedApps = new WeakSet<ModulesContainer>();
@@ -38,6 +39,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   readonly stats = new WorkerStats();
   readonly workers = new Map<string, QueueWorker>();
   readonly pollLoop: Loop;
+  private readonly completions: CompletionBatcher;
   private unsubscribe: (() => void)[] = [];
   private active = false;
 
@@ -51,6 +53,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
+    this.completions = new CompletionBatcher(database, this.owner);
     const [min, max] = options.pollIntervalMs;
     this.pollLoop = new Loop('cyclone:poll', () => min + Math.random() * (max - min), () => this.poll(), scheduler);
   }
@@ -79,6 +82,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
           leaseTtlMs: this.options.leaseTtlMs,
           maxPayloadBytes: this.options.maxPayloadBytes,
           stats: this.stats,
+          completions: this.completions,
         }),
       );
     }
