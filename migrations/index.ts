@@ -1,6 +1,7 @@
 import { CycloneInit1764403200000 } from './1764403200000-cyclone-init.js';
 import { CycloneRecovery1764489600000 } from './1764489600000-cyclone-recovery.js';
 import { CycloneBatchCompletion1764576000000 } from './1764576000000-cyclone-batch-completion.js';
+import { CycloneWorkflows1764662400000 } from './1764662400000-cyclone-workflows.js';
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -10,6 +11,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneInit1764403200000,
   CycloneRecovery1764489600000,
   CycloneBatchCompletion1764576000000,
+  CycloneWorkflows1764662400000,
 ] as const;
 
 export type CycloneMigration = (typeof CYCLONE_MIGRATIONS)[number];

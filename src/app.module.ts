@@ -3,6 +3,8 @@ import { APP_FILTER } from '@nestjs/core';
 import { CycloneModule } from '../libs/cyclone/src/index.js';
 import { EmailsModule } from './emails/emails.module.js';
 import { HealthModule } from './health/health.module.js';
+import { OnboardingModule } from './onboarding/onboarding.module.js';
+import { Onboarding } from './onboarding/onboarding.workflow.js';
 import { ReportsModule } from './reports/reports.module.js';
 import { UsersModule } from './users/users.module.js';
 import { CycloneErrorFilter } from './cyclone-error.filter.js';
@@ -19,10 +21,12 @@ import { CycloneErrorFilter } from './cyclone-error.filter.js';
         },
         leaseTtl: process.env.CYCLONE_LEASE_TTL ?? '30s',
         runWorkers: process.env.CYCLONE_ROLE !== 'api',
+        workflows: [Onboarding],
       }),
     }),
     EmailsModule,
     ReportsModule,
+    OnboardingModule,
     UsersModule,
     HealthModule,
   ],

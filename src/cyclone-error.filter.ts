@@ -7,6 +7,8 @@ const STATUS: Record<string, HttpStatus> = {
   duplicate: HttpStatus.CONFLICT,
   run_not_found: HttpStatus.NOT_FOUND,
   step_not_found: HttpStatus.NOT_FOUND,
+  unknown_signal: HttpStatus.NOT_FOUND,
+  unknown_workflow: HttpStatus.NOT_FOUND,
   invalid_option: HttpStatus.BAD_REQUEST,
   invalid_input: HttpStatus.BAD_REQUEST,
   invalid_state: HttpStatus.CONFLICT,

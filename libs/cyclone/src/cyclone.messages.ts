@@ -55,6 +55,14 @@ export const messages = {
   tooLarge: (what: string, bytes: number, limit: number) =>
     `The ${what} is ${bytes} bytes of JSON, over the limit of ${limit} bytes (module option maxPayloadBytes). ` +
     'Store large data elsewhere and pass a reference.',
+  invalidWorkflow: (workflow: string, nodeId: string | null, problem: string) =>
+    `Workflow "${workflow}"${nodeId === null ? '' : `, node "${nodeId}"`}: ${problem}`,
+  unknownWorkflow: (workflow: string) =>
+    `No workflow named "${workflow}" is registered. ` +
+    `Define it with defineWorkflow('${workflow}') and list it in CycloneModule.forRoot({ workflows: [...] }).`,
+  unknownSignal: (runId: string, signal: string) =>
+    `Run ${runId} has no node "${signal}" waiting for a signal. Signal names are the node ids of its waitForSignal nodes.`,
+  signalRefused: (runId: string, signal: string, why: string) => `Signal "${signal}" to run ${runId} was refused: ${why}.`,
   schemaMissing: (missing: number[]) =>
     `Cyclone's schema is not up to date: migrations ${missing.join(', ')} have not been applied. ` +
     `Run them (migrationsRun: true, or add CYCLONE_MIGRATIONS to your DataSource), or print the SQL with \`npm run migrations:sql\`.`,

@@ -5,6 +5,7 @@ export { CycloneDatabase } from './database/cyclone-database.js';
 export { Step } from './decorators/step.decorator.js';
 export { defineStep, type StepRef, type StepInput, type StepOutput } from './steps/define-step.js';
 export { Snooze } from './steps/snooze.js';
+export { defineWorkflow, WorkflowDefinition, type WorkflowNode } from './workflow/define-workflow.js';
 export { WorkerHost } from './worker/worker-host.js';
 export type { Duration } from './common/duration.js';
 export * from './errors/index.js';

@@ -2,8 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { randomUUID } from 'node:crypto';
 import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
-import { toMs, type Duration } from '../common/duration.js';
-import { toJson } from '../common/validate.js';
+import { optionalMs, toMs, type Duration } from '../common/duration.js';
+import { checkKnownKeys, checkName, toJson } from '../common/validate.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { DuplicateError } from '../errors/duplicate.error.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
@@ -21,6 +21,20 @@ import type { StepInput, StepOutput, StepRef } from '../steps/define-step.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { NotificationListener } from '../worker/notification-listener.js';
 import { ENQUEUE_JOB, FIND_UNIQUE_HOLDER } from '../sql/enqueue.sql.js';
+import {
+  PAUSED_QUEUES,
+  PAUSE_QUEUE,
+  PAUSE_RUN,
+  RESUME_QUEUE,
+  RESUME_RUN,
+  SIGNAL_RUN,
+  START_WORKFLOW,
+} from '../sql/workflow.sql.js';
+import { UnknownSignalError } from '../errors/unknown-signal.error.js';
+import { START_OPTION_NAMES, type StartOptions } from '../interfaces/workflow-options.interface.js';
+import type { WorkflowDefinition } from '../workflow/define-workflow.js';
+import { WorkflowRegistry } from '../workflow/workflow-registry.js';
+import { messages } from '../cyclone.messages.js';
 import {
   CANCEL_RUN,
   GET_OUTPUT,
@@ -61,6 +75,7 @@ export class CycloneClient {
     private readonly registry: StepRegistry,
     private readonly listener: NotificationListener,
     private readonly wakes: WakePublisher,
+    private readonly workflows: WorkflowRegistry,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
   ) {
     this.enqueues = new EnqueueBatcher(database, wakes);
@@ -205,6 +220,114 @@ export class CycloneClient {
         (rows[0].state === 'cancelled' ? ' (a cancelled run stays cancelled).' : '.'),
       rows[0].state,
     );
+  }
+
+  /**
+   * Starts a run of a registered workflow. Its graph is stored with the run;
+   * root nodes move at once (steps become available, timers and signal waits
+   * start), the others wait for their upstream nodes. Every node's handler
+   * gets `input`.
+   */
+  async start<I>(workflow: WorkflowDefinition<I> | string, input: I, opts: StartOptions = {}): Promise<string> {
+    const compiled = this.workflows.get(workflow);
+    if (typeof opts !== 'object' || opts === null) throw new InvalidOptionError('Start options must be an object.');
+    checkKnownKeys('start options', opts, START_OPTION_NAMES);
+    const uniqueKey = opts.unique !== undefined ? checkName(opts.unique, 'unique') : null;
+    const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
+    const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
+    const values = [
+      randomUUID(),
+      compiled.name,
+      JSON.stringify(compiled.graph),
+      inputJson,
+      compiled.queue,
+      uniqueKey,
+      retentionMs,
+      JSON.stringify(compiled.nodes),
+    ];
+    const { rows } = await this.database.query(START_WORKFLOW, values);
+    if (rows[0].id !== null) return rows[0].id;
+    const holder = await this.database.query(FIND_UNIQUE_HOLDER, [uniqueKey]);
+    if (holder.rows.length === 0) return this.start(workflow, input, opts);
+    throw new DuplicateError(holder.rows[0].id, uniqueKey!);
+  }
+
+  /**
+   * Sends a signal to a run: the `waitForSignal` node named `name` completes
+   * with `payload` as its output. A signal sent before the node waits is kept
+   * and consumed when it does. Returns true when it completed a waiting node,
+   * false when it was kept for later. Throws `RunNotFoundError`,
+   * `UnknownSignalError`, or `InvalidStateError` when the run has finished,
+   * the node already received its signal, or its wait timed out.
+   */
+  async signal(runId: string, name: string, payload: unknown = null): Promise<boolean> {
+    checkRunId(runId);
+    const payloadJson = toJson(payload, 'signal payload', this.options.maxPayloadBytes);
+    const { rows } = await this.database.query(SIGNAL_RUN, [runId, name, payloadJson]);
+    const outcome = rows[0].outcome as string;
+    switch (outcome) {
+      case 'delivered':
+        return true;
+      case 'stored':
+        return false;
+      case 'run_not_found':
+        throw new RunNotFoundError(runId);
+      case 'unknown_signal':
+        throw new UnknownSignalError(runId, name);
+      case 'already_signalled':
+        throw new InvalidStateError(messages.signalRefused(runId, name, 'the node has already received its signal'), outcome);
+      case 'node_discarded':
+        throw new InvalidStateError(messages.signalRefused(runId, name, 'the wait timed out (retry the node to wait again)'), outcome);
+      default: {
+        const state = outcome.replace(/^(run|node)_/, '');
+        throw new InvalidStateError(messages.signalRefused(runId, name, `the run is ${state}`), state);
+      }
+    }
+  }
+
+  /**
+   * Pauses a running run: nothing of it is claimed, no timer of it fires and
+   * no node below a finishing step moves until `resume`. Steps already
+   * running finish. Returns false when the run was already paused; throws
+   * `InvalidStateError` for a finished run.
+   */
+  async pause(runId: string): Promise<boolean> {
+    return this.steer(PAUSE_RUN, runId, 'running', 'paused', 'pause');
+  }
+
+  /** Resumes a paused run where it stood. Returns false when it was not paused. */
+  async resume(runId: string): Promise<boolean> {
+    return this.steer(RESUME_RUN, runId, 'paused', 'running', 'resume');
+  }
+
+  private async steer(sql: string, runId: string, from: RunState, to: RunState, verb: string): Promise<boolean> {
+    const { rows } = await this.database.query(sql, [checkRunId(runId)]);
+    const previous = rows[0].previous as RunState | null;
+    if (previous === null) throw new RunNotFoundError(runId);
+    if (previous === from) return true;
+    if (previous === to) return false;
+    throw new InvalidStateError(`Cannot ${verb} run ${runId}: it is ${previous}.`, previous);
+  }
+
+  /**
+   * Stops claiming on a queue on every client; running steps finish. Returns
+   * false when it was already paused.
+   */
+  async pauseQueue(queue: string): Promise<boolean> {
+    const { rowCount } = await this.database.query(PAUSE_QUEUE, [checkName(queue, 'queue')]);
+    return rowCount === 1;
+  }
+
+  /** Restarts claiming on a paused queue everywhere. Returns false when it was not paused. */
+  async resumeQueue(queue: string): Promise<boolean> {
+    const { rowCount } = await this.database.query(RESUME_QUEUE, [checkName(queue, 'queue')]);
+    return rowCount === 1;
+  }
+
+  /** The queues paused with pauseQueue. */
+  async pausedQueues(): Promise<string[]> {
+    const { rows } = await this.database.query<{ queue: string }>(PAUSED_QUEUES);
+    return rows.map((r) => r.queue);
   }
 
   /** Reopens every discarded node of the run; returns how many. */

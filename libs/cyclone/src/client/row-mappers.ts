@@ -1,4 +1,4 @@
-import type { ErrorKind, RunInfo, RunState, StepInfo, StepState } from '../interfaces/run-info.interface.js';
+import type { ErrorKind, NodeType, RunInfo, RunState, StepInfo, StepState } from '../interfaces/run-info.interface.js';
 
 export function toRunInfo(row: Record<string, any>): RunInfo {
   return {
@@ -21,6 +21,8 @@ export function toStepInfo(row: Record<string, any>): StepInfo {
     runId: row.run_id,
     nodeId: row.node_id,
     kind: row.kind,
+    type: row.node_type as NodeType,
+    after: row.depends_on,
     state: row.state as StepState,
     queue: row.queue,
     priority: row.priority,
@@ -33,6 +35,7 @@ export function toStepInfo(row: Record<string, any>): StepInfo {
     startedAt: row.started_at,
     finishedAt: row.finished_at,
     heartbeatAt: row.heartbeat_at,
+    wakeAt: row.wake_at,
     leaseOwner: row.lease_owner,
     leaseExpiry: row.lease_expiry,
     leaseGeneration: Number(row.lease_generation),

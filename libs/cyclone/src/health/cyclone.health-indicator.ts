@@ -9,6 +9,7 @@ import { NotificationListener } from '../worker/notification-listener.js';
 import { WorkerHost } from '../worker/worker-host.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import type { Loop } from '../maintenance/loop.js';
+import { TimerSweeper } from '../maintenance/timer.sweeper.js';
 
 export interface CycloneHealthOptions {
   /** A queue whose oldest due step has waited longer than this is reported degraded. Default 5 min. */
@@ -38,6 +39,7 @@ export class CycloneHealthIndicator {
     private readonly host: WorkerHost,
     private readonly listener: NotificationListener,
     private readonly retention: RetentionSweeper,
+    private readonly timers: TimerSweeper,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
   ) {}
 
@@ -86,6 +88,7 @@ export class CycloneHealthIndicator {
       queues,
       loops: {
         poll: loopState(this.host.pollLoop),
+        timers: loopState(this.timers.loop),
         retention: loopState(this.retention.loop),
       },
       worker: {

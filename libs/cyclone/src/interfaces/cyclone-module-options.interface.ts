@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { Duration } from '../common/duration.js';
+import type { WorkflowDefinition } from '../workflow/define-workflow.js';
 
 export type CycloneConnectionOptions = { url?: string } | { dataSource: DataSource };
 
@@ -32,4 +33,6 @@ export interface CycloneModuleOptions {
   retention?: Duration;
   /** Largest accepted input or output, in bytes of JSON. Default 1 MiB. */
   maxPayloadBytes?: number;
+  /** Workflows this app starts or runs, made with `defineWorkflow`; checked at startup. */
+  workflows?: WorkflowDefinition<any>[];
 }

@@ -11,6 +11,8 @@ export type StepState =
   | 'discarded'
   | 'cancelled';
 
+export type NodeType = 'step' | 'signal' | 'sleep';
+
 export type ErrorKind = 'error' | 'timeout' | 'permanent' | 'reclaim_limit' | 'signal_timeout';
 
 export interface RunInfo {
@@ -31,7 +33,11 @@ export interface StepInfo {
   id: string;
   runId: string;
   nodeId: string;
-  kind: string;
+  /** The step kind; null for signal and sleep nodes, which run no handler. */
+  kind: string | null;
+  type: NodeType;
+  /** Upstream node ids. */
+  after: string[];
   state: StepState;
   queue: string;
   priority: number;
@@ -45,6 +51,8 @@ export interface StepInfo {
   startedAt: Date | null;
   finishedAt: Date | null;
   heartbeatAt: Date | null;
+  /** When a sleep fires or a signal wait times out. */
+  wakeAt: Date | null;
   leaseOwner: string | null;
   leaseExpiry: Date | null;
   leaseGeneration: number;

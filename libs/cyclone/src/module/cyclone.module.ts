@@ -13,6 +13,8 @@ import { StepExplorer } from '../steps/step.explorer.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { NotificationListener } from '../worker/notification-listener.js';
 import { WorkerHost } from '../worker/worker-host.js';
+import { WorkflowRegistry } from '../workflow/workflow-registry.js';
+import { TimerSweeper } from '../maintenance/timer.sweeper.js';
 import { CYCLONE_MODULE_OPTIONS, CycloneConfigurableModule } from './cyclone.module-definition.js';
 import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
 
@@ -45,6 +47,8 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
     },
     StepRegistry,
     StepExplorer,
+    WorkflowRegistry,
+    TimerSweeper,
     NotificationListener,
     CycloneClient,
     WakePublisher,
@@ -60,6 +64,7 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
     NotificationListener,
     RetentionSweeper,
     RecoverySweeper,
+    TimerSweeper,
     CYCLONE_OPTIONS,
   ],
 })

@@ -2,6 +2,7 @@ import type { CycloneConnectionOptions, CycloneModuleOptions } from '../interfac
 import { toMs } from '../common/duration.js';
 import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { WorkflowDefinition } from '../workflow/define-workflow.js';
 import {
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -27,6 +28,7 @@ export interface ResolvedOptions {
   retentionMs: number;
   maxPayloadBytes: number;
   poolSize: number;
+  workflows: WorkflowDefinition[];
 }
 
 const KNOWN = [
@@ -40,6 +42,7 @@ const KNOWN = [
   'migrationsRun',
   'retention',
   'maxPayloadBytes',
+  'workflows',
   'isGlobal',
 ] as const;
 
@@ -68,6 +71,12 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     throw new InvalidOptionError(`Option "migrationsRun" must be true, false or 'verify'; got ${String(migrationsRun)}.`);
   }
   const workers = [...queues.values()].reduce((a, b) => a + b, 0);
+  const workflows = options.workflows ?? [];
+  if (!Array.isArray(workflows) || workflows.some((w) => !(w instanceof WorkflowDefinition))) {
+    throw new InvalidOptionError(
+      'Option "workflows" must be an array of workflows made with defineWorkflow(name).step(...)...',
+    );
+  }
   return {
     connection: options.connection,
     queues,
@@ -89,5 +98,6 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     // Handlers do not hold a connection while they run; claims, completions and
     // heartbeats borrow one briefly. A few per queue plus headroom for enqueues.
     poolSize: Math.min(10 + Math.ceil(workers / 4) + queues.size, 50),
+    workflows,
   };
 }

@@ -3,7 +3,8 @@
  * SKIP LOCKED lets many workers claim side by side without waiting on each
  * other's rows. All times come from the database clock. The generation is
  * bumped so that every later write of this worker can compare-and-set on it.
- * Upstream outputs are read only for workflow nodes that have upstreams.
+ * Upstream outputs are read only for workflow nodes that have upstreams. A
+ * paused queue (pauseQueue) claims nothing, on every client.
  *
  * $1 queue, $2 kinds this client handles, $3 free slots, $4 lease owner,
  * $5 lease TTL ms.
@@ -12,6 +13,7 @@ export const CLAIM_STEPS = /* sql */ `
 WITH picked AS (
   SELECT id FROM cyclone_steps
    WHERE state = 'available' AND queue = $1 AND kind = ANY ($2::text[]) AND scheduled_at <= now()
+     AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = $1)
    ORDER BY priority DESC, scheduled_at, id
    LIMIT $3
    FOR UPDATE SKIP LOCKED

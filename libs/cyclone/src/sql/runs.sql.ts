@@ -5,9 +5,9 @@ SELECT id, kind, workflow, state, queue, input, unique_key, created_at, updated_
 
 /** Every node of a run, in insertion order. */
 export const LIST_STEPS = /* sql */ `
-SELECT id, run_id, node_id, kind, state, queue, priority, attempt, max_attempts, reclaims, max_reclaims,
+SELECT id, run_id, node_id, kind, node_type, depends_on, state, queue, priority, attempt, max_attempts, reclaims, max_reclaims,
        (extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms, scheduled_at, started_at, finished_at,
-       heartbeat_at, lease_owner, lease_expiry, lease_generation, output, error, error_kind
+       heartbeat_at, wake_at, lease_owner, lease_expiry, lease_generation, output, error, error_kind
   FROM cyclone_steps WHERE run_id = $1 ORDER BY id`;
 
 /**

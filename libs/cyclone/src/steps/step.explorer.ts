@@ -5,13 +5,14 @@ import { STEP_HOST_METADATA, STEP_METADATA } from '../cyclone.constants.js';
 import type { StepMetadata } from '../decorators/step.decorator.js';
 import { InvalidStepHostError } from '../errors/invalid-step-host.error.js';
 import { StepRegistry } from './step-registry.js';
+import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { resolveStepOptions } from './step-options.js';
 
 /**
  * Finds `@Step` handlers on the app's providers at startup. Classes are found
  * by the marker `@Step` leaves on them; a provider made with `useValue` or
  * `useFactory` has no class in its wrapper, so its instance's constructor is
- * checked instead.
+ * checked instead. The module's workflows are checked against them here.
  */
 @Injectable()
 export class StepExplorer implements OnModuleInit {
@@ -21,6 +22,7 @@ export class StepExplorer implements OnModuleInit {
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly registry: StepRegistry,
+    private readonly workflows: WorkflowRegistry,
   ) {}
 
   onModuleInit(): void {
@@ -51,6 +53,9 @@ export class StepExplorer implements OnModuleInit {
       }
     }
     this.logger.log(`Registered steps: ${this.registry.kinds().join(', ') || '(none)'}`);
+    // Workflows name step kinds, so they are checked once every step is known.
+    this.workflows.compileAll(this.registry);
+    if (this.workflows.names().length > 0) this.logger.log(`Registered workflows: ${this.workflows.names().join(', ')}`);
   }
 
   private hostClass(wrapper: InstanceWrapper): (abstract new (...args: never[]) => unknown) | undefined {

@@ -21,6 +21,7 @@ import { NotificationListener } from './notification-listener.js';
 import { QueueWorker } from './queue-worker.js';
 import { WorkerStats } from './worker-stats.js';
 import { CompletionBatcher } from './completion-batcher.js';
+import { TimerSweeper } from '../maintenance/timer.sweeper.js';
 
 /** Apps whose workers are already running: a second import of the module must not start more. */
 const startedApps = new WeakSet<ModulesContainer>();
@@ -28,7 +29,7 @@ const startedApps = new WeakSet<ModulesContainer>();
 /**
  * Runs this client's workers (one QueueWorker per served queue, woken by
  * NOTIFY and by the poll loop) and its maintenance loops: the poll tick with
- * the recovery sweep, and retention. Starts after every module has
+ * the recovery sweep, timers, and retention. Starts after every module has
  * initialised (so discovery is done) and drains in `onModuleDestroy`, while
  * the database is still open.
  */
@@ -50,6 +51,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly modules: ModulesContainer,
     private readonly recovery: RecoverySweeper,
     private readonly retention: RetentionSweeper,
+    private readonly timers: TimerSweeper,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
@@ -69,6 +71,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     // Every client sweeps, enqueue-only ones too: recovery needs no leader.
     if (this.options.runWorkers) this.startWorkers();
     this.pollLoop.start(0);
+    this.timers.loop.start();
     this.retention.loop.start();
   }
 
@@ -105,7 +108,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     for (const fn of this.unsubscribe) fn();
     if (this.active) {
       startedApps.delete(this.modules);
-      await Promise.all([this.pollLoop.stop(), this.retention.loop.stop()]);
+      await Promise.all([this.pollLoop.stop(), this.timers.loop.stop(), this.retention.loop.stop()]);
       await Promise.all([...this.workers.values()].map((w) => w.stop()));
       await this.drain();
     }

@@ -1,0 +1,47 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { SchedulerRegistry } from '@nestjs/schedule';
+import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
+import { CycloneDatabase } from '../database/cyclone-database.js';
+import type { ResolvedOptions } from '../module/resolved-options.js';
+import { DUE_TIMERS, FIRE_TIMER } from '../sql/timers.sql.js';
+import { Loop } from './loop.js';
+
+/** At most this many timers a pass, so one pass stays short. */
+const TIMER_BATCH = 100;
+
+export type TimerOutcome = 'slept' | 'signal_timeout' | 'continued';
+
+/**
+ * Fires due timers: sleep nodes complete, signal waits past their timeout are
+ * discarded (or continue). Its loop runs on every client, enqueue-only ones
+ * too, at the poll interval, so timers need no leader. Each timer is fired by one call that locks the run, then the
+ * step, and re-checks that it is still waiting and due: replicas firing the
+ * same timer, or a signal arriving at the same moment, apply one outcome.
+ */
+@Injectable()
+export class TimerSweeper {
+  private readonly logger = new Logger('Cyclone');
+  readonly loop: Loop;
+
+  constructor(
+    private readonly database: CycloneDatabase,
+    @Inject(CYCLONE_OPTIONS) options: ResolvedOptions,
+    @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
+  ) {
+    const [min, max] = options.pollIntervalMs;
+    this.loop = new Loop('cyclone:timers', () => min + Math.random() * (max - min), async () => void (await this.fire()), scheduler);
+  }
+
+  /** One pass; returns what each timer it fired did. */
+  async fire(): Promise<TimerOutcome[]> {
+    const { rows } = await this.database.query<{ id: string }>(DUE_TIMERS, [TIMER_BATCH]);
+    const outcomes: TimerOutcome[] = [];
+    for (const { id } of rows) {
+      const { rows: fired } = await this.database.query(FIRE_TIMER, [id]);
+      const outcome = fired[0].outcome as TimerOutcome | null;
+      if (outcome) outcomes.push(outcome);
+    }
+    if (outcomes.length > 0) this.logger.debug(`Timers fired: ${outcomes.join(', ')}`);
+    return outcomes;
+  }
+}

@@ -1,0 +1,38 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
+import { InvalidWorkflowError } from '../errors/invalid-workflow.error.js';
+import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
+import type { ResolvedOptions } from '../module/resolved-options.js';
+import type { StepRegistry } from '../steps/step-registry.js';
+import { compileWorkflow, type CompiledWorkflow } from './compile-workflow.js';
+import type { WorkflowDefinition } from './define-workflow.js';
+
+/** The workflows of the module options, checked once the steps are discovered. */
+@Injectable()
+export class WorkflowRegistry {
+  private readonly workflows = new Map<string, CompiledWorkflow>();
+
+  constructor(@Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions) {}
+
+  /** Compiles every registered workflow; throws on the first invalid one. */
+  compileAll(steps: StepRegistry): void {
+    for (const def of this.options.workflows) {
+      const compiled = compileWorkflow(def, steps, this.options);
+      if (this.workflows.has(compiled.name)) {
+        throw new InvalidWorkflowError(compiled.name, null, 'two workflows have this name; names must be unique.');
+      }
+      this.workflows.set(compiled.name, compiled);
+    }
+  }
+
+  get(workflow: WorkflowDefinition | string): CompiledWorkflow {
+    const name = typeof workflow === 'string' ? workflow : workflow?.name;
+    const compiled = this.workflows.get(name);
+    if (!compiled) throw new UnknownWorkflowError(String(name));
+    return compiled;
+  }
+
+  names(): string[] {
+    return [...this.workflows.keys()];
+  }
+}
