@@ -1,5 +1,6 @@
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { ENQUEUE_JOBS } from '../sql/enqueue.sql.js';
+import { isRejectedData } from '../database/rejected-data.js';
 import { enqueueJobsValues, type NewJob } from './job-params.js';
 import type { WakePublisher } from './wake-publisher.js';
 
@@ -59,15 +60,4 @@ export class EnqueueBatcher {
     }
     this.inFlight = false;
   }
-}
-
-/**
- * Data exceptions and integrity violations (SQLSTATE classes 22 and 23) are
- * raised before anything commits, so the jobs can safely be tried again one by
- * one. Any other failure (a lost connection) leaves the outcome unknown: the
- * callers get the error, as they would without batching.
- */
-function isRejectedData(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && (code.startsWith('22') || code.startsWith('23'));
 }

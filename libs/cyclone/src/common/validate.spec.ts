@@ -44,6 +44,16 @@ describe('toJson', () => {
     expect(inKey.message).toContain('$.nested has a key with a NUL character');
   });
 
+  it('refuses half of a character (a lone surrogate, as left by slicing an emoji), naming the path', () => {
+    const cut = '😀 ok'.slice(0, 1);
+    const err = rejection(() => toJson({ list: ['fine 😀', cut] }, 'output', LIMIT));
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect(err.message).toContain('$.list.1 contains half of a character');
+    expect(rejection(() => toJson({ [cut]: 1 }, 'input', LIMIT)).message).toContain('$ has a key with half of a character');
+    // Whole characters, emoji included, pass.
+    expect(JSON.parse(toJson({ note: '😀 shipped' }, 'input', LIMIT))).toEqual({ note: '😀 shipped' });
+  });
+
   it('stores undefined as null', () => {
     expect(toJson(undefined, 'output', LIMIT)).toBe('null');
   });

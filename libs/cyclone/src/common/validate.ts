@@ -46,7 +46,7 @@ function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): stri
     case 'number':
       return Number.isFinite(value) ? undefined : `${path} is ${value}`;
     case 'string':
-      return value.includes('\u0000') ? `${path} contains a NUL character (\\u0000), which PostgreSQL cannot store` : undefined;
+      return unstorable(value, `${path} contains`);
     case 'object': {
       if (value === null) return undefined;
       if (seen.has(value)) return `${path} refers back to itself`;
@@ -58,7 +58,8 @@ function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): stri
       seen.add(value);
       const entries = Array.isArray(value) ? value.entries() : Object.entries(value);
       for (const [key, child] of entries) {
-        if (String(key).includes('\u0000')) return `${path} has a key with a NUL character (\\u0000), which PostgreSQL cannot store`;
+        const badKey = unstorable(String(key), `${path} has a key with`);
+        if (badKey) return badKey;
         const problem = findUnserialisable(child, seen, `${path}.${key}`);
         if (problem) return problem;
       }
@@ -68,4 +69,16 @@ function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): stri
     default:
       return undefined;
   }
+}
+
+/** A lone UTF-16 surrogate: half of a character such as an emoji, cut by slicing a string. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Text that JSON can carry but PostgreSQL's jsonb refuses. */
+function unstorable(text: string, where: string): string | undefined {
+  if (text.includes('\u0000')) return `${where} a NUL character (\\u0000), which PostgreSQL cannot store`;
+  if (LONE_SURROGATE.test(text)) {
+    return `${where} half of a character (a lone UTF-16 surrogate, e.g. an emoji cut by slice), which PostgreSQL cannot store`;
+  }
+  return undefined;
 }

@@ -1,5 +1,6 @@
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { COMPLETE_STEPS } from '../sql/complete.sql.js';
+import { isRejectedData } from '../database/rejected-data.js';
 
 interface PendingCompletion {
   id: string;
@@ -18,6 +19,8 @@ const MAX_BATCH = 500;
  * (with whatever finished in the same turn); completions that arrive while a
  * batch is on its way wait and go out together as soon as it returns. At low
  * load a completion is written at once; at high load one commit carries many.
+ * An output the database refuses fails its own completion only: the batch is
+ * split and each completion written alone.
  */
 export class CompletionBatcher {
   private waiting: PendingCompletion[] = [];
@@ -51,19 +54,26 @@ export class CompletionBatcher {
     if (batch.length === 0) return;
     this.inFlight = true;
     try {
-      const { rows } = await this.database.query<{ id: string }>(COMPLETE_STEPS, [
-        batch.map((c) => c.id),
-        this.owner,
-        batch.map((c) => c.generation),
-        batch.map((c) => c.output),
-      ], 'cyclone_complete_steps');
-      const completed = new Set(rows.map((r) => r.id));
-      for (const c of batch) c.resolve(completed.has(c.id));
+      await this.write(batch);
     } catch (err) {
-      for (const c of batch) c.reject(err);
+      if (batch.length > 1 && isRejectedData(err)) {
+        await Promise.all(batch.map((c) => this.write([c]).catch(c.reject)));
+      } else {
+        for (const c of batch) c.reject(err);
+      }
     } finally {
       this.inFlight = false;
       if (this.waiting.length > 0) this.schedule();
     }
+  }
+
+  private async write(batch: PendingCompletion[]): Promise<void> {
+    const { rows } = await this.database.query<{ id: string }>(
+      COMPLETE_STEPS,
+      [batch.map((c) => c.id), this.owner, batch.map((c) => c.generation), batch.map((c) => c.output)],
+      'cyclone_complete_steps',
+    );
+    const completed = new Set(rows.map((r) => r.id));
+    for (const c of batch) c.resolve(completed.has(c.id));
   }
 }

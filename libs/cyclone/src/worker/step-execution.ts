@@ -11,6 +11,7 @@ import type { ClaimedStep } from './claimed-step.js';
 import { Heartbeat } from './heartbeat.js';
 import { retryDelay } from './retry-policy.js';
 import { errorMessage } from '../common/error-message.js';
+import { isRejectedData } from '../database/rejected-data.js';
 import { StepContextImpl } from './step-context.js';
 import type { WorkerStats } from './worker-stats.js';
 
@@ -149,7 +150,14 @@ export class StepExecution {
     } catch (err) {
       return this.fail((err as Error).message, 'error');
     }
-    const completed = await this.deps.completions.complete(this.row.id, this.row.lease_generation, output);
+    let completed: boolean;
+    try {
+      completed = await this.deps.completions.complete(this.row.id, this.row.lease_generation, output);
+    } catch (err) {
+      // The database refused this output: a failed attempt, like a handler error.
+      if (isRejectedData(err)) return this.fail(`The output could not be stored: ${(err as Error).message}`, 'error');
+      throw err;
+    }
     if (!completed) this.logDropped('completion');
   }
 
