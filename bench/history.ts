@@ -22,7 +22,8 @@ export async function seedHistory(ctx: ChildContext, rows: number): Promise<Reco
       await client.query(
         `WITH runs AS (
            INSERT INTO cyclone_runs (id, kind, state, queue, input, retention, created_at, updated_at, finished_at, delete_after)
-           SELECT gen_random_uuid(), 'bench_job', 'completed', 'default', jsonb_build_object('i', g), interval '30 days',
+           -- Time-ordered ids, as Cyclone makes them, dated when each run was created (PostgreSQL 18's uuidv7).
+           SELECT uuidv7(interval '-2 days' + g * interval '1 millisecond'), 'bench_job', 'completed', 'default', jsonb_build_object('i', g), interval '30 days',
                   now() - interval '2 days' + g * interval '1 millisecond',
                   now() - interval '2 days' + g * interval '1 millisecond',
                   now() - interval '2 days' + g * interval '1 millisecond',

@@ -4,6 +4,7 @@ import type { INestApplication } from '@nestjs/common';
 import { CycloneClient, CycloneDatabase } from '../libs/cyclone/src/index.js';
 import { TestDatabase } from '../libs/cyclone/src/testing/index.js';
 import { AppModule } from '../src/app.module.js';
+import { eventually } from './support/e2e-helpers.js';
 
 /** The example app as deployed: real HTTP, CYCLONE_DATABASE_URL pointing at a fresh database. */
 describe('example app', () => {
@@ -75,5 +76,121 @@ describe('example app', () => {
     const again = await post('/users', { email: 'cy@example.com' });
     expect(again.status).toBe(409);
     expect(await emailRunsTo('cy@example.com')).toHaveLength(1);
+  });
+
+  describe('onboarding workflow', () => {
+    const getJson = async (path: string) => {
+      const response = await fetch(`${base}${path}`);
+      return { status: response.status, body: (await response.json()) as any };
+    };
+
+    /** GET /onboarding/:runId until `test` holds for the node states it returns. */
+    function statusWhen(runId: string, test: (states: Record<string, string>) => boolean, what: string) {
+      return eventually(
+        async () => {
+          const { status, body } = await getJson(`/onboarding/${runId}`);
+          expect(status).toBe(200);
+          const states = Object.fromEntries((body.steps as any[]).map((s) => [s.nodeId, s.state]));
+          return test(states) ? body : undefined;
+        },
+        15_000,
+        what,
+      );
+    }
+
+    /** The cooldown is ten minutes by default: make it due now instead of waiting. */
+    async function endCooldown(runId: string): Promise<void> {
+      const { rowCount } = await app
+        .get(CycloneDatabase)
+        .query(`UPDATE cyclone_steps SET wake_at = now() WHERE run_id = $1 AND node_id = 'cooldown'`, [runId]);
+      expect(rowCount).toBe(1);
+    }
+
+    it('runs onboarding over HTTP: one run per user, an approval at any time, a cooldown, then the welcome', async () => {
+      const email = 'dee@example.com';
+      const started = await post('/onboarding', { userId: 301, email });
+      expect(started.status).toBe(202);
+      const { runId } = (await started.json()) as { runId: string };
+      expect(runId).toMatch(/^[0-9a-f-]{36}$/);
+
+      // One onboarding per user while it is in progress.
+      const again = await post('/onboarding', { userId: 301, email });
+      expect(again.status).toBe(409);
+      expect(await again.json()).toMatchObject({ code: 'duplicate', runId });
+
+      // Approved at once: the run may not have reached the wait yet, and the signal is kept until it does.
+      const approval = await post(`/onboarding/${runId}/approval`, { approvedBy: 'ops' });
+      expect(approval.status).toBe(202);
+      expect(typeof ((await approval.json()) as any).delivered).toBe('boolean');
+
+      // Past the approval, the run sleeps through its cooldown (ten minutes away).
+      const cooling = await statusWhen(runId, (s) => s.cooldown === 'waiting_timer', 'the cooldown');
+      expect(cooling.run).toMatchObject({ id: runId, workflow: 'onboarding', state: 'running', uniqueKey: 'onboarding:301' });
+      expect((cooling.steps as any[]).map((s) => [s.nodeId, s.type, s.kind, s.state])).toEqual([
+        ['fetch', 'step', 'fetch_profile', 'completed'],
+        ['score', 'step', 'score_profile', 'completed'],
+        ['approval', 'signal', null, 'completed'],
+        ['cooldown', 'sleep', null, 'waiting_timer'],
+        ['welcome', 'step', 'send_welcome', 'pending'],
+      ]);
+      const cooldown = (cooling.steps as any[]).find((s) => s.nodeId === 'cooldown');
+      expect(new Date(cooldown.wakeAt).getTime()).toBeGreaterThan(Date.now() + 8 * 60_000);
+      expect((cooling.steps as any[]).find((s) => s.nodeId === 'approval').output).toEqual({ approvedBy: 'ops' });
+
+      // The approval was consumed: a second one is refused.
+      const second = await post(`/onboarding/${runId}/approval`, { approvedBy: 'someone else' });
+      expect(second.status).toBe(409);
+      expect(await second.json()).toMatchObject({ code: 'invalid_state' });
+
+      await endCooldown(runId);
+      await expect(app.get(CycloneClient).result(runId, { timeout: 15_000 })).resolves.toEqual({ welcome: { sentTo: email } });
+      expect(await app.get(CycloneClient).output(runId, 'welcome')).toEqual({ sentTo: email });
+
+      const done = await getJson(`/onboarding/${runId}`);
+      expect(done.status).toBe(200);
+      expect(done.body.run).toMatchObject({ id: runId, state: 'completed' });
+      expect((done.body.steps as any[]).map((s) => [s.nodeId, s.state])).toEqual([
+        ['fetch', 'completed'],
+        ['score', 'completed'],
+        ['approval', 'completed'],
+        ['cooldown', 'completed'],
+        ['welcome', 'completed'],
+      ]);
+      expect((done.body.steps as any[]).find((s) => s.nodeId === 'welcome').output).toEqual({ sentTo: email });
+
+      // Finished: an approval now is refused, and the user may be onboarded again.
+      const late = await post(`/onboarding/${runId}/approval`, { approvedBy: 'ops' });
+      expect(late.status).toBe(409);
+      const restarted = await post('/onboarding', { userId: 301, email });
+      expect(restarted.status).toBe(202);
+      expect(((await restarted.json()) as any).runId).not.toBe(runId);
+    });
+
+    it('an approval that arrives while the run waits for it is delivered at once', async () => {
+      const email = 'eve@example.com';
+      const started = await post('/onboarding', { userId: 302, email });
+      expect(started.status).toBe(202);
+      const { runId } = (await started.json()) as { runId: string };
+
+      await statusWhen(runId, (s) => s.approval === 'waiting_signal', 'the approval wait');
+      const approval = await post(`/onboarding/${runId}/approval`, { approvedBy: 'lead' });
+      expect(approval.status).toBe(202);
+      expect(await approval.json()).toEqual({ delivered: true });
+
+      await statusWhen(runId, (s) => s.cooldown === 'waiting_timer', 'the cooldown');
+      await endCooldown(runId);
+      await expect(app.get(CycloneClient).result(runId, { timeout: 15_000 })).resolves.toEqual({ welcome: { sentTo: email } });
+    });
+
+    it('answers 404 for an approval or a status of a run that does not exist', async () => {
+      for (const id of ['00000000-0000-4000-8000-000000000000', 'not-a-run-id']) {
+        const approval = await post(`/onboarding/${id}/approval`, { approvedBy: 'ops' });
+        expect(approval.status).toBe(404);
+        expect(await approval.json()).toMatchObject({ code: 'run_not_found' });
+        const status = await getJson(`/onboarding/${id}`);
+        expect(status.status).toBe(404);
+        expect(status.body).toMatchObject({ code: 'run_not_found' });
+      }
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
+import { BadRequestException, Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { CycloneClient } from '../../libs/cyclone/src/index.js';
 import { Onboarding, type Approval, type OnboardingInput } from './onboarding.workflow.js';
 
@@ -10,6 +10,9 @@ export class OnboardingController {
   @Post()
   @HttpCode(202)
   async start(@Body() input: OnboardingInput): Promise<{ runId: string }> {
+    if (!Number.isInteger(input?.userId) || typeof input?.email !== 'string' || !input.email.includes('@')) {
+      throw new BadRequestException('Send { userId: integer, email: string }.');
+    }
     return { runId: await this.cyclone.start(Onboarding, input, { unique: `onboarding:${input.userId}` }) };
   }
 

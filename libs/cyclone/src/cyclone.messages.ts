@@ -60,6 +60,9 @@ export const messages = {
   unknownWorkflow: (workflow: string) =>
     `No workflow named "${workflow}" is registered. ` +
     `Define it with defineWorkflow('${workflow}') and list it in CycloneModule.forRoot({ workflows: [...] }).`,
+  workflowNamesake: (workflow: string) =>
+    `The workflow passed to start() is not the one registered as "${workflow}"; another definition has that name. ` +
+    'Pass the registered definition (export it from one module), or start it by name.',
   unknownSignal: (runId: string, signal: string) =>
     `Run ${runId} has no node "${signal}" waiting for a signal. Signal names are the node ids of its waitForSignal nodes.`,
   signalRefused: (runId: string, signal: string, why: string) => `Signal "${signal}" to run ${runId} was refused: ${why}.`,

@@ -1,6 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { EntityManager, QueryRunner } from 'typeorm';
-import { randomUUID } from 'node:crypto';
 import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
 import { optionalMs, toMs, type Duration } from '../common/duration.js';
 import { checkKnownKeys, checkName, toJson } from '../common/validate.js';
@@ -49,6 +48,7 @@ import { enqueueJobValues, jobParams, type JobParams } from './job-params.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
 import { WakePublisher } from './wake-publisher.js';
+import { uuid7 } from '../common/uuid7.js';
 
 type Kind = string | StepRef<any, any>;
 type Query = (sql: string, values: unknown[]) => Promise<Record<string, any>[]>;
@@ -85,7 +85,7 @@ export class CycloneClient {
   async enqueue<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
     const [params, inputJson] = this.prepare(kind, input, opts);
     if (params.uniqueKey === null) {
-      const runId = randomUUID();
+      const runId = uuid7();
       await this.enqueues.enqueue({ runId, params, inputJson });
       return runId;
     }
@@ -129,7 +129,7 @@ export class CycloneClient {
     const params = jobParams(step, opts, this.options);
     const texts = inputs.map((input, i) => toJson(input, `input at index ${i}`, this.options.maxPayloadBytes));
     if (texts.length === 0) return [];
-    const jobs = texts.map((inputJson) => ({ runId: randomUUID(), params, inputJson }));
+    const jobs = texts.map((inputJson) => ({ runId: uuid7(), params, inputJson }));
     await this.enqueues.insert(jobs);
     return jobs.map((j) => j.runId);
   }
@@ -236,7 +236,7 @@ export class CycloneClient {
     const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
     const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
     const values = [
-      randomUUID(),
+      uuid7(),
       compiled.name,
       JSON.stringify(compiled.graph),
       inputJson,
@@ -292,21 +292,26 @@ export class CycloneClient {
    * `InvalidStateError` for a finished run.
    */
   async pause(runId: string): Promise<boolean> {
-    return this.steer(PAUSE_RUN, runId, 'running', 'paused', 'pause');
+    const previous = await this.steer(PAUSE_RUN, runId);
+    if (previous === 'running') return true;
+    if (previous === 'paused') return false;
+    throw new InvalidStateError(`Cannot pause run ${runId}: it is ${previous}.`, previous);
   }
 
-  /** Resumes a paused run where it stood. Returns false when it was not paused. */
+  /**
+   * Resumes a paused run where it stood. Returns false when it was not
+   * paused (it may have finished meanwhile: running steps finish while paused).
+   */
   async resume(runId: string): Promise<boolean> {
-    return this.steer(RESUME_RUN, runId, 'paused', 'running', 'resume');
+    return (await this.steer(RESUME_RUN, runId)) === 'paused';
   }
 
-  private async steer(sql: string, runId: string, from: RunState, to: RunState, verb: string): Promise<boolean> {
+  /** Runs a pause or resume; returns the run's state before it. */
+  private async steer(sql: string, runId: string): Promise<RunState> {
     const { rows } = await this.database.query(sql, [checkRunId(runId)]);
     const previous = rows[0].previous as RunState | null;
     if (previous === null) throw new RunNotFoundError(runId);
-    if (previous === from) return true;
-    if (previous === to) return false;
-    throw new InvalidStateError(`Cannot ${verb} run ${runId}: it is ${previous}.`, previous);
+    return previous;
   }
 
   /**

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { optionalMs, optionalPositiveMs } from '../common/duration.js';
 import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
@@ -13,6 +12,7 @@ import {
 import { ENQUEUE_OPTION_NAMES, type EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
 import type { RegisteredStep } from '../steps/registered-step.js';
 import type { ResolvedOptions } from '../module/resolved-options.js';
+import { uuid7 } from '../common/uuid7.js';
 
 /** A standalone job's row values: enqueue options over step defaults over module defaults. */
 export interface JobParams {
@@ -67,7 +67,7 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
 /** Parameters of ENQUEUE_JOB for one job. */
 export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolean): unknown[] {
   return [
-    randomUUID(),
+    uuid7(),
     p.kind,
     inputJson,
     p.queue,

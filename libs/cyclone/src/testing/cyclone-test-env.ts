@@ -12,6 +12,8 @@ import type { RunInfo } from '../interfaces/run-info.interface.js';
 import { CycloneModule } from '../module/cyclone.module.js';
 import { NotificationListener } from '../worker/notification-listener.js';
 import { TestDatabase } from './test-database.js';
+import { BRING_TIMER_DUE, FIRE_TIMER } from '../sql/timers.sql.js';
+import type { TimerOutcome } from '../maintenance/timer.sweeper.js';
 import { EXPIRE_LEASE, RECOVER_STEP } from '../sql/recovery.sql.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
 import { StepNotFoundError } from '../errors/step-not-found.error.js';
@@ -136,6 +138,27 @@ export class CycloneTestEnv {
     } finally {
       client.release();
     }
+  }
+
+  /**
+   * Fires the timer of a waiting node now, without waiting for its wake time:
+   * a sleep completes, a signal wait times out (as its onTimeout says). It
+   * goes through the same transition as the timer loop. Returns what fired.
+   */
+  async fireTimer(runId: string, nodeId: string): Promise<TimerOutcome> {
+    const database = this.app.get(CycloneDatabase);
+    const { rows } = await database.query(BRING_TIMER_DUE, [runId, nodeId]);
+    if (rows.length === 0) {
+      const steps = await this.client.listSteps(runId);
+      const state = steps.find((s) => s.nodeId === nodeId)?.state;
+      if (!state) throw new StepNotFoundError(runId, nodeId);
+      throw new InvalidStateError(
+        `Node "${nodeId}" of run ${runId} is ${state}; only a sleep or a signal wait with a timeout has a timer to fire.`,
+        state,
+      );
+    }
+    const fired = await database.query(FIRE_TIMER, [rows[0].id]);
+    return fired.rows[0].outcome as TimerOutcome;
   }
 
   /** Stops the app (draining workers) and drops the environment's database. */

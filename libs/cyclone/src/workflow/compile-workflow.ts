@@ -38,6 +38,7 @@ export interface GraphNode {
 /** A checked workflow, ready to start runs of. */
 export interface CompiledWorkflow {
   name: string;
+  definition: WorkflowDefinition;
   /** Stored with each run. */
   graph: { nodes: Record<string, GraphNode> };
   /** In declaration order. */
@@ -105,7 +106,7 @@ export function compileWorkflow(
   const queue = runQueue ?? DEFAULT_QUEUE;
   // Signal and sleep nodes are never claimed; they sit on the run's queue.
   for (const row of rows) if (row.node_type !== 'step') row.queue = queue;
-  return { name, graph: { nodes: graph }, nodes: rows, queue };
+  return { name, definition: def, graph: { nodes: graph }, nodes: rows, queue };
 }
 
 function compileNode(

@@ -25,10 +25,13 @@ export class WorkflowRegistry {
     }
   }
 
+  /** A registered workflow, by name or by its definition (the very one registered, not a namesake). */
   get(workflow: WorkflowDefinition | string): CompiledWorkflow {
     const name = typeof workflow === 'string' ? workflow : workflow?.name;
     const compiled = this.workflows.get(name);
-    if (!compiled) throw new UnknownWorkflowError(String(name));
+    if (!compiled || (typeof workflow !== 'string' && workflow !== compiled.definition)) {
+      throw new UnknownWorkflowError(String(name), compiled !== undefined);
+    }
     return compiled;
   }
 
