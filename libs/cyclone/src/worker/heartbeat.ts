@@ -28,8 +28,14 @@ export class Heartbeat {
     this.interval = leaseTtlMs / 3;
   }
 
+  /**
+   * The first renewal comes at a random point of the second half of the
+   * first interval: random, so steps claimed together do not renew in
+   * lockstep; not in the first half, where the lease was just granted and a
+   * renewal buys nothing but a row lock that a completion may then wait on.
+   */
   start(): void {
-    this.schedule(Math.random() * this.interval);
+    this.schedule(this.interval * (0.5 + Math.random() / 2));
   }
 
   stop(): void {

@@ -58,8 +58,17 @@ export class StepExecution {
     private readonly deps: ExecutionDeps,
   ) {
     this.logger = new Logger(`Cyclone:${row.kind}`);
-    this.handlerDone = new Promise((resolve) => (this.settleHandler = resolve));
+    this.handlerDone = new Promise((resolve) => {
+      this.settleHandler = () => {
+        this.returned = true;
+        resolve();
+      };
+    });
     this.heartbeat = new Heartbeat(row, deps.database, deps.owner, deps.leaseTtlMs, deps.stats, this.logger, (reason) => {
+      // Once the handler has returned, a renewal that matches nothing has
+      // usually lost the race with this attempt's own completion; the
+      // outcome's compare-and-set says whether the lease was really lost.
+      if (this.returned) return;
       if (reason !== 'timeout') deps.stats.leasesLost += 1;
       this.abort(reason);
     });
@@ -83,6 +92,7 @@ export class StepExecution {
   /** Settles once the handler has returned, thrown or been given up on; never rejects. */
   readonly handlerDone: Promise<void>;
   private settleHandler!: () => void;
+  private returned = false;
 
   start(): Promise<void> {
     this.finished = this.run();
