@@ -16,7 +16,8 @@ import {
   type WorkflowDefinition,
 } from '../libs/cyclone/src/index.js';
 import { CycloneTestEnv, type CycloneTestEnvOptions } from '../libs/cyclone/src/testing/index.js';
-import { countRows, eventually, expectCycloneError } from './support/e2e-helpers.js';
+import { countRows, expectCycloneError } from './support/e2e-helpers.js';
+import { stateOf, untilStates } from './support/node-states.js';
 
 @Injectable()
 class DefinitionSteps {
@@ -42,22 +43,6 @@ async function startupError(options: CycloneTestEnvOptions): Promise<Error> {
   }
   await env.close();
   throw new Error('expected the app to fail at startup');
-}
-
-async function stateOf(env: CycloneTestEnv, runId: string): Promise<Record<string, string>> {
-  const steps = await env.client.listSteps(runId);
-  return Object.fromEntries(steps.map((s) => [s.nodeId, s.state]));
-}
-
-function untilStates(env: CycloneTestEnv, runId: string, want: Record<string, string>, what: string) {
-  return eventually(
-    async () => {
-      const states = await stateOf(env, runId);
-      return Object.entries(want).every(([id, state]) => states[id] === state) ? states : undefined;
-    },
-    10_000,
-    what,
-  );
 }
 
 /** A valid workflow, registered beside the invalid ones so that they are what fails. */

@@ -11,8 +11,9 @@ import {
   type StepContext,
 } from '../libs/cyclone/src/index.js';
 import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
-import { eventually, expectCycloneError } from './support/e2e-helpers.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, testEnvs } from './support/handler-probe.js';
+import { stateOf, untilStates } from './support/node-states.js';
 
 const probe = new HandlerProbe();
 /** Every handler call, in order: node id and what it saw. */
@@ -72,22 +73,6 @@ const { createEnv } = testEnvs([FlowSteps], probe);
 
 const workflows = [Diamond, Approval, TimedApproval, LenientApproval, Nap, Held];
 const fastPoll: [number, number] = [20, 50];
-
-async function stateOf(env: CycloneTestEnv, runId: string): Promise<Record<string, string>> {
-  const steps = await env.client.listSteps(runId);
-  return Object.fromEntries(steps.map((s) => [s.nodeId, s.state]));
-}
-
-function untilStates(env: CycloneTestEnv, runId: string, want: Record<string, string>, what: string) {
-  return eventually(
-    async () => {
-      const states = await stateOf(env, runId);
-      return Object.entries(want).every(([id, state]) => states[id] === state) ? states : undefined;
-    },
-    10_000,
-    what,
-  );
-}
 
 describe('workflows', () => {
   it('runs a diamond: roots at once, the join only after both branches, every node gets the input and its upstream outputs', async () => {

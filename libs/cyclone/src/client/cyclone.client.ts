@@ -262,6 +262,7 @@ export class CycloneClient {
    */
   async signal(runId: string, name: string, payload: unknown = null): Promise<boolean> {
     checkRunId(runId);
+    checkName(name, 'signal');
     const payloadJson = toJson(payload, 'signal payload', this.options.maxPayloadBytes);
     const { rows } = await this.database.query(SIGNAL_RUN, [runId, name, payloadJson]);
     const outcome = rows[0].outcome as string;

@@ -2,13 +2,14 @@
  * Running steps the sweep should look at: lease expired (the worker died or
  * lost contact) or timeout elapsed on the database clock (the handler is wedged
  * or ignores its signal). Each is re-checked under its locks by
- * cyclone_recover_step before anything changes.
+ * cyclone_recover_step before anything changes. A running step always holds
+ * a lease (lease_expiry set), which is what the sweep's index is keyed on.
  *
  * $1 most candidates a pass.
  */
 export const RECOVERY_CANDIDATES = /* sql */ `
 SELECT id, kind, attempt FROM cyclone_steps
- WHERE state = 'running'
+ WHERE lease_expiry IS NOT NULL AND state = 'running'
    AND (lease_expiry < now() OR (timeout IS NOT NULL AND started_at + timeout <= now()))
  ORDER BY lease_expiry
  LIMIT $1`;
