@@ -3,9 +3,9 @@ import { sqlMigration } from './sql-migration.js';
 /**
  * Completions in batches. A busy worker finishes many steps while one commit
  * is on its way to disk; recording them in one statement and one transaction
- * turns one commit flush and seven nested statements per step into one flush
- * and a handful of set-based statements per batch. Single completions are a
- * batch of one: there is one completion path.
+ * turns a commit flush and a round trip per step into one per batch, with
+ * routing and settling done once for all the batch's runs. Single completions
+ * are a batch of one: there is one completion path.
  */
 const UP = /* sql */ `
 -- Makes pending nodes of the given runs available once all their upstream
@@ -68,26 +68,32 @@ CREATE FUNCTION cyclone_complete_steps(p_ids bigint[], p_owner text, p_generatio
 RETURNS SETOF bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_ids  bigint[];
-  v_runs uuid[];
+  v_ids  bigint[] := '{}';
+  v_runs uuid[] := '{}';
+  v_run  uuid;
 BEGIN
   PERFORM 1 FROM cyclone_runs r
    WHERE r.id IN (SELECT run_id FROM cyclone_steps WHERE id = ANY (p_ids))
    ORDER BY r.id
      FOR UPDATE OF r;
 
-  WITH done AS (
-    UPDATE cyclone_steps s
-       SET state = 'completed', output = b.output, error = NULL, error_kind = NULL,
+  -- One primary-key lookup per step. A join with the arrays leaves the plan
+  -- to the table's statistics, and on a young table (not analysed yet) or a
+  -- freshly vacuumed one they made the planner scan the table for every batch.
+  FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
+    UPDATE cyclone_steps
+       SET state = 'completed', output = p_outputs[i], error = NULL, error_kind = NULL,
            finished_at = now(), updated_at = now(), lease_expiry = NULL
-      FROM unnest(p_ids, p_generations, p_outputs) AS b(id, generation, output)
-     WHERE s.id = b.id AND s.state = 'running'
-       AND s.lease_owner = p_owner AND s.lease_generation = b.generation
-       AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
-    RETURNING s.id, s.run_id
-  )
-  SELECT array_agg(id), array_agg(DISTINCT run_id) INTO v_ids, v_runs FROM done;
-  IF v_ids IS NULL THEN
+     WHERE id = p_ids[i] AND state = 'running'
+       AND lease_owner = p_owner AND lease_generation = p_generations[i]
+       AND (timeout IS NULL OR started_at + timeout > now())
+    RETURNING run_id INTO v_run;
+    IF FOUND THEN
+      v_ids := v_ids || p_ids[i];
+      v_runs := v_runs || v_run;
+    END IF;
+  END LOOP;
+  IF cardinality(v_ids) = 0 THEN
     RETURN;
   END IF;
 
