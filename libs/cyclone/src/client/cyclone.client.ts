@@ -89,7 +89,7 @@ export class CycloneClient {
       await this.enqueues.enqueue({ runId, params, inputJson });
       return runId;
     }
-    const { id, due } = await this.insertJob(params, inputJson, false, async (sql, values) => (await this.database.query(sql, values)).rows);
+    const { id, due } = await this.insertJob(params, inputJson, false, this.pooled);
     if (due) this.wakes.wake(params.queue);
     return id;
   }
@@ -247,9 +247,7 @@ export class CycloneClient {
     ];
     const { rows } = await this.database.query(START_WORKFLOW, values);
     if (rows[0].id !== null) return rows[0].id;
-    const holder = await this.database.query(FIND_UNIQUE_HOLDER, [uniqueKey]);
-    if (holder.rows.length === 0) return this.start(workflow, input, opts);
-    throw new DuplicateError(holder.rows[0].id, uniqueKey!);
+    return this.heldBy(uniqueKey!, this.pooled, () => this.start(workflow, input, opts));
   }
 
   /**
@@ -371,15 +369,23 @@ export class CycloneClient {
   ): Promise<{ id: string; due: boolean }> {
     const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json, notify));
     if (rows.length > 0) return { id: rows[0].id, due: rows[0].due };
-    // The key is held; the insert did nothing. Read the holder in a new
-    // statement: the insert's snapshot may predate the holder's commit.
-    const holder = await query(FIND_UNIQUE_HOLDER, [params.uniqueKey]);
-    if (holder.length === 0) {
-      // The holder finished between the two statements; the key is free again.
-      return this.insertJob(params, json, notify, query);
-    }
-    throw new DuplicateError(holder[0].id, params.uniqueKey!);
+    return this.heldBy(params.uniqueKey!, query, () => this.insertJob(params, json, notify, query));
   }
+
+  /**
+   * After an insert that did nothing because its unique key is held: throws
+   * DuplicateError naming the holder, read in a new statement (the insert's
+   * snapshot may predate the holder's commit), or, when the holder finished
+   * between the two statements and freed the key, inserts again.
+   */
+  private async heldBy<T>(uniqueKey: string, query: Query, insertAgain: () => Promise<T>): Promise<T> {
+    const holder = await query(FIND_UNIQUE_HOLDER, [uniqueKey]);
+    if (holder.length === 0) return insertAgain();
+    throw new DuplicateError(holder[0].id, uniqueKey);
+  }
+
+  /** Runs a statement on the pool; the Query of calls outside a caller's transaction. */
+  private readonly pooled: Query = async (sql, values) => (await this.database.query(sql, values)).rows;
 }
 
 function kindOf(kind: Kind): string {
