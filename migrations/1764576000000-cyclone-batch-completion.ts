@@ -58,12 +58,22 @@ BEGIN
   RETURN (SELECT state FROM cyclone_runs WHERE id = p_run_id);
 END $$;
 
+-- Locks the runs of many steps, in run id order: every transition takes its
+-- run locks before its step locks, and in one order, so two batches sharing
+-- runs cannot deadlock.
+CREATE FUNCTION cyclone_lock_runs_of(p_step_ids bigint[]) RETURNS void
+LANGUAGE sql AS $$
+  SELECT NULL FROM cyclone_runs r
+   WHERE r.id IN (SELECT run_id FROM cyclone_steps WHERE id = ANY (p_step_ids))
+   ORDER BY r.id
+     FOR UPDATE OF r;
+$$;
+
 -- Completes many steps of one worker: a compare-and-set on each step's lease
 -- (owner, generation, and the timeout on the database clock), so a late or
--- duplicate completion changes nothing. The runs are locked first, in id order
--- (every other transition takes one run lock before its step locks, so
--- batches sharing runs cannot deadlock); routing and the runs' state changes
--- commit with the steps. Returns the ids of the steps it completed.
+-- duplicate completion changes nothing. The runs are locked first; routing
+-- and the runs' state changes commit with the steps. Returns the ids of the
+-- steps it completed.
 CREATE FUNCTION cyclone_complete_steps(p_ids bigint[], p_owner text, p_generations bigint[], p_outputs jsonb[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql AS $$
@@ -72,10 +82,7 @@ DECLARE
   v_runs uuid[] := '{}';
   v_run  uuid;
 BEGIN
-  PERFORM 1 FROM cyclone_runs r
-   WHERE r.id IN (SELECT run_id FROM cyclone_steps WHERE id = ANY (p_ids))
-   ORDER BY r.id
-     FOR UPDATE OF r;
+  PERFORM cyclone_lock_runs_of(p_ids);
 
   -- One primary-key lookup per step. A join with the arrays leaves the plan
   -- to the table's statistics, and on a young table (not analysed yet) or a
@@ -112,6 +119,7 @@ DROP FUNCTION cyclone_complete_steps(bigint[], text, bigint[], jsonb[]);
 DROP FUNCTION cyclone_settle_run(uuid);
 DROP FUNCTION cyclone_settle_runs(uuid[]);
 DROP FUNCTION cyclone_release_successors(uuid[]);
+DROP FUNCTION cyclone_lock_runs_of(bigint[]);
 
 CREATE FUNCTION cyclone_settle_run(p_run_id uuid) RETURNS text
 LANGUAGE plpgsql AS $$

@@ -273,6 +273,45 @@ BEGIN
   RETURN v_count;
 END $$;
 
+-- A snoozed step returns to available after a delay without consuming an
+-- attempt; a compare-and-set on the lease, under the run lock like every
+-- transition, so that it cannot slip past a pause in progress.
+CREATE FUNCTION cyclone_snooze_step(p_step_id bigint, p_owner text, p_generation bigint, p_delay_ms bigint)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF cyclone_lock_run_of(p_step_id) IS NULL THEN
+    RETURN false;
+  END IF;
+  UPDATE cyclone_steps
+     SET state = 'available', scheduled_at = now() + p_delay_ms * interval '1 millisecond',
+         lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+   WHERE id = p_step_id AND state = 'running' AND lease_owner = p_owner AND lease_generation = p_generation;
+  RETURN FOUND;
+END $$;
+
+-- Hands steps back at shutdown: available at once, with neither an attempt
+-- nor a reclaim counted, since nothing went wrong with them; their queues are
+-- woken so other clients take them without waiting for a poll tick. Under the
+-- runs' locks, like every transition. Returns how many were handed back.
+CREATE FUNCTION cyclone_hand_back(p_ids bigint[], p_owner text, p_generations bigint[]) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_queues text[];
+BEGIN
+  PERFORM cyclone_lock_runs_of(p_ids);
+  WITH handed AS (
+    UPDATE cyclone_steps s
+       SET state = 'available', lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+      FROM unnest(p_ids, p_generations) AS t(id, generation)
+     WHERE s.id = t.id AND s.state = 'running' AND s.lease_owner = p_owner AND s.lease_generation = t.generation
+    RETURNING s.queue
+  )
+  SELECT array_agg(queue) INTO v_queues FROM handed;
+  PERFORM pg_notify('cyclone_wake', queue) FROM (SELECT DISTINCT unnest(v_queues) AS queue) q;
+  RETURN coalesce(cardinality(v_queues), 0);
+END $$;
+
 -- A step of a paused run never becomes claimable: a retry after backoff, a
 -- reclaim, a snooze or a hand-back that would make it available makes it
 -- paused instead, to become available on resume. One rule for every path
@@ -296,6 +335,8 @@ CREATE TRIGGER cyclone_steps_keep_paused
 const DOWN = /* sql */ `
 DROP TRIGGER IF EXISTS cyclone_steps_keep_paused ON cyclone_steps;
 DROP FUNCTION IF EXISTS cyclone_keep_paused();
+DROP FUNCTION IF EXISTS cyclone_hand_back(bigint[], text, bigint[]);
+DROP FUNCTION IF EXISTS cyclone_snooze_step(bigint, text, bigint, bigint);
 DROP FUNCTION IF EXISTS cyclone_resume_run(uuid);
 DROP FUNCTION IF EXISTS cyclone_pause_run(uuid);
 DROP FUNCTION IF EXISTS cyclone_fire_timer(bigint);

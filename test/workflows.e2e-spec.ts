@@ -5,6 +5,7 @@ import {
   PermanentError,
   RunFailedError,
   RunNotFoundError,
+  Snooze,
   Step,
   UnknownSignalError,
   defineWorkflow,
@@ -235,6 +236,30 @@ describe('workflows', () => {
     expect(await env.client.resume(runId)).toBe(false);
     await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ second: { node: 'second', n: 0 } });
     await expectCycloneError(env.client.pause(runId), InvalidStateError, 'invalid_state');
+  });
+
+  it('a step that fails or snoozes while its run is paused comes back paused, and runs again only after resume', async () => {
+    const env = await createEnv({ workflows, pollInterval: fastPoll });
+    const snoozing = await env.client.start(Held, { base: 0 });
+    const failing = await env.client.start(Held, { base: 0 });
+    const [snoozeCall, failCall] = [await probe.call(snoozing), await probe.call(failing)];
+    await env.client.pause(snoozing);
+    await env.client.pause(failing);
+
+    // Would be available at once (snooze 0) or after the first backoff; the pause holds both.
+    snoozeCall.release(new Snooze(0));
+    failCall.release(new Error('flaky'));
+    await untilStates(env, snoozing, { first: 'paused' }, 'the snoozed step to come back paused');
+    await untilStates(env, failing, { first: 'paused' }, 'the failed step to come back paused');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(probe.of(snoozing)).toHaveLength(1);
+    expect(probe.of(failing)).toHaveLength(1);
+    expect((await env.client.listSteps(failing))[0]).toMatchObject({ state: 'paused', attempt: 2, errorKind: 'error' });
+
+    await env.client.resume(snoozing);
+    const again = await probe.call(snoozing, 1);
+    again.release('done');
+    await expect(env.client.result(snoozing, { timeout: 10_000 })).resolves.toEqual({ second: { node: 'second', n: 0 } });
   });
 
   it('a paused run keeps a signal, and its timers wait for resume', async () => {

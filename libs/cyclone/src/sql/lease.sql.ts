@@ -26,21 +26,8 @@ SELECT state, lease_generation, attempt, error_kind,
   FROM cyclone_steps WHERE id = $1`;
 
 /**
- * Hands steps back at shutdown: available at once, with neither an attempt nor
- * a reclaim counted, since nothing went wrong with them. Their queues' workers
- * on other clients are woken, as after a reclaim, so the steps do not wait for
- * a poll tick. Returns how many steps were handed back.
- *
- * $1 step ids, $2 lease owner, $3 generations (same order).
+ * See cyclone_hand_back in the migrations: steps handed back at shutdown,
+ * available at once with nothing counted. $1 step ids, $2 lease owner,
+ * $3 generations (same order).
  */
-export const HAND_BACK = /* sql */ `
-WITH handed AS (
-  UPDATE cyclone_steps s
-     SET state = 'available', lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-    FROM unnest($1::bigint[], $3::bigint[]) AS t(id, generation)
-   WHERE s.id = t.id AND s.state = 'running' AND s.lease_owner = $2 AND s.lease_generation = t.generation
-  RETURNING s.queue
-), woken AS (
-  SELECT pg_notify('cyclone_wake', queue) FROM (SELECT DISTINCT queue FROM handed) q
-)
-SELECT (SELECT count(*) FROM handed)::int AS handed, (SELECT count(*) FROM woken)::int AS queues`;
+export const HAND_BACK = /* sql */ `SELECT cyclone_hand_back($1::bigint[], $2, $3::bigint[]) AS handed`;

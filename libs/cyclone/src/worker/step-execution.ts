@@ -183,8 +183,8 @@ export class StepExecution {
   }
 
   private async snooze(delayMs: number): Promise<void> {
-    const { rowCount } = await this.deps.database.query(SNOOZE_STEP, [...this.lease(), delayMs]);
-    if (rowCount === 0) this.logDropped('snooze');
+    const { rows } = await this.deps.database.query(SNOOZE_STEP, [...this.lease(), delayMs]);
+    if (!rows[0].ok) this.logDropped('snooze');
   }
 
   private lease(): [string, string, string] {
