@@ -51,6 +51,24 @@ describe('CycloneHealthIndicator', () => {
     await env.dataSource.query(`DELETE FROM cyclone_runs`);
   });
 
+  it('shows a paused queue as paused, and its backlog as expected rather than degraded', async () => {
+    await insertStep('held_back', `scheduled_at = now() - interval '10 minutes'`);
+    expect(await env.client.pauseQueue('held_back')).toBe(true);
+    try {
+      const result = await indicator.isHealthy('cyclone', { maxQueueAge: '5m' });
+      expect(result.cyclone.status).toBe('up');
+      expect((result.cyclone as any).queues.held_back).toMatchObject({ available: 1, paused: true });
+      // Resumed, the same backlog is a fault again.
+      await env.client.resumeQueue('held_back');
+      const resumed = await indicator.isHealthy('cyclone', { maxQueueAge: '5m' });
+      expect(resumed.cyclone.status).toBe('degraded');
+      expect((resumed.cyclone as any).queues.held_back.paused).toBe(false);
+    } finally {
+      await env.client.resumeQueue('held_back');
+      await env.dataSource.query(`DELETE FROM cyclone_runs`);
+    }
+  });
+
   it('is down while a running step keeps an expired lease that nobody reclaims', async () => {
     await insertStep(
       'unserved',

@@ -22,6 +22,8 @@ interface QueueState {
   available: number;
   running: number;
   oldestAvailableMs: number;
+  /** Stopped with pauseQueue: its backlog is expected, not a fault. */
+  paused: boolean;
 }
 
 /**
@@ -49,7 +51,7 @@ export class CycloneHealthIndicator {
     const maxQueueAgeMs = toMs(opts.maxQueueAge ?? 300_000, 'maxQueueAge');
     const [, maxPollMs] = this.options.pollIntervalMs;
     let leases: { stranded: number; oldest_ms: string | null };
-    let queueRows: { queue: string; available: number; running: number; oldest_available_ms: string }[];
+    let queueRows: { queue: string; available: number; running: number; oldest_available_ms: string; paused: boolean }[];
     try {
       [leases, queueRows] = await withTimeout(
         Promise.all([
@@ -68,10 +70,11 @@ export class CycloneHealthIndicator {
         available: row.available,
         running: row.running,
         oldestAvailableMs: Number(row.oldest_available_ms),
+        paused: row.paused,
       };
     }
     const backlogged = Object.entries(queues)
-      .filter(([, q]) => q.oldestAvailableMs > maxQueueAgeMs)
+      .filter(([, q]) => !q.paused && q.oldestAvailableMs > maxQueueAgeMs)
       .map(([name]) => name);
     const pollAgeMs = loopState(this.host.pollLoop).lastTickAgeMs;
     // A poll tick is due every maxPoll at the latest; several missed ones mean the loop is stuck.

@@ -8,14 +8,18 @@ SELECT count(*)::int AS stranded,
   FROM cyclone_steps
  WHERE state = 'running' AND lease_expiry < now() - $1 * interval '1 millisecond'`;
 
-/** Per queue: due available steps, running steps, and how long the oldest due step has waited. */
+/**
+ * Per queue: due available steps, running steps, how long the oldest due step
+ * has waited, and whether the queue is paused (pauseQueue).
+ */
 export const QUEUE_STATE = /* sql */ `
-SELECT queue,
-       count(*) FILTER (WHERE state = 'available')::int AS available,
-       count(*) FILTER (WHERE state = 'running')::int AS running,
-       COALESCE((extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE state = 'available')) * 1000)::bigint, 0)
-         AS oldest_available_ms
-  FROM cyclone_steps
- WHERE (state = 'available' AND scheduled_at <= now()) OR state = 'running'
- GROUP BY queue
+SELECT q.*, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = q.queue) AS paused
+  FROM (SELECT queue,
+               count(*) FILTER (WHERE state = 'available')::int AS available,
+               count(*) FILTER (WHERE state = 'running')::int AS running,
+               COALESCE((extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE state = 'available')) * 1000)::bigint, 0)
+                 AS oldest_available_ms
+          FROM cyclone_steps
+         WHERE (state = 'available' AND scheduled_at <= now()) OR state = 'running'
+         GROUP BY queue) q
  ORDER BY queue`;
