@@ -27,13 +27,19 @@ CREATE TABLE cyclone_paused_queues (
 -- signal wait starts waiting (with its timeout). A signal wait whose signal
 -- already arrived completes at once with it, which may release further nodes,
 -- hence the loop. In a paused run nodes arrive paused. Queues that gained an
--- available step are woken. Callers hold the runs' locks.
+-- available step are woken. Callers hold the runs' locks. A standalone job is
+-- a run of one node with nothing to route: every completion batch calls this,
+-- so such runs are left out first, by one key lookup each.
 CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
+  v_runs     uuid[] := ARRAY(SELECT id FROM cyclone_runs WHERE id = ANY (p_run_ids) AND workflow IS NOT NULL);
   v_woken    text[];
   v_consumed integer;
 BEGIN
+  IF cardinality(v_runs) = 0 THEN
+    RETURN;
+  END IF;
   LOOP
     WITH ready AS (
       SELECT s.id, r.state = 'paused' AS paused,
@@ -45,7 +51,7 @@ BEGIN
              END AS wake_at
         FROM cyclone_steps s
         JOIN cyclone_runs r ON r.id = s.run_id
-       WHERE s.run_id = ANY (p_run_ids)
+       WHERE s.run_id = ANY (v_runs)
          AND s.state = 'pending'
          AND NOT EXISTS (
            SELECT 1 FROM cyclone_steps u
@@ -66,7 +72,7 @@ BEGIN
 
     UPDATE cyclone_steps
        SET state = 'completed', output = signal, wake_at = NULL, finished_at = now(), updated_at = now()
-     WHERE run_id = ANY (p_run_ids) AND state = 'waiting_signal' AND signalled_at IS NOT NULL;
+     WHERE run_id = ANY (v_runs) AND state = 'waiting_signal' AND signalled_at IS NOT NULL;
     GET DIAGNOSTICS v_consumed = ROW_COUNT;
     EXIT WHEN v_consumed = 0;
   END LOOP;

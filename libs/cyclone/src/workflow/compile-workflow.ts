@@ -99,7 +99,6 @@ export function compileWorkflow(
       rows.push(row);
       graph[node.id] = graphNode;
     } catch (err) {
-      if (err instanceof InvalidWorkflowError) throw err;
       throw fail(node.id, (err as Error).message);
     }
   }
