@@ -270,6 +270,17 @@ describe('workflow runs', () => {
     expect(Date.now() - startedAt).toBeLessThan(60_000);
   });
 
+  it('fireTimer reports the sleep it fired even while the timer loop polls every few milliseconds', async () => {
+    const env = await createEnv([LongNap]);
+    const runIds = await Promise.all(Array.from({ length: 100 }, () => env.client.start(LongNap, {})));
+    for (const runId of runIds) await untilStates(env, runId, { nap: 'waiting_timer' }, 'the sleep to begin');
+    // Each call brings its timer due and fires it in one transaction: the loop never sees it due first.
+    const outcomes: string[] = [];
+    for (const runId of runIds) outcomes.push(await env.fireTimer(runId, 'nap'));
+    expect(outcomes).toEqual(runIds.map(() => 'slept'));
+    for (const runId of runIds) await env.runUntilComplete(runId, { timeout: 10_000 });
+  });
+
   it('fireTimer on a node that is not waiting on a timer throws InvalidStateError; on an unknown node StepNotFoundError', async () => {
     const Forever = defineWorkflow('forever').step('a', 'work').waitForSignal('open', { after: ['a'] }).sleep('nap', '1h', { after: ['open'] });
     const env = await createEnv([LongNap, Forever]);

@@ -14,9 +14,10 @@ export type TimerOutcome = 'slept' | 'signal_timeout' | 'continued';
 /**
  * Fires due timers: sleep nodes complete, signal waits past their timeout are
  * discarded (or continue). Its loop runs on every client, enqueue-only ones
- * too, at the poll interval, so timers need no leader. Each timer is fired by one call that locks the run, then the
- * step, and re-checks that it is still waiting and due: replicas firing the
- * same timer, or a signal arriving at the same moment, apply one outcome.
+ * too, at the poll interval, so timers need no leader. Each timer is fired by
+ * one call that locks the run, then the step, and re-checks that it is still
+ * waiting and due: replicas firing the same timer, or a signal arriving at
+ * the same moment, apply one outcome.
  */
 @Injectable()
 export class TimerSweeper {

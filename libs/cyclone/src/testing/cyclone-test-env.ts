@@ -1,6 +1,7 @@
 import { Module, type DynamicModule, type INestApplicationContext, type LogLevel, type Provider, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
+import type pg from 'pg';
 import { CycloneClient } from '../client/cyclone.client.js';
 import { waitForRun } from '../client/run-waiter.js';
 import { toMs, type Duration } from '../common/duration.js';
@@ -118,20 +119,44 @@ export class CycloneTestEnv {
    * aborts with reason lease_lost, and its result is dropped.
    */
   async expireLease(runId: string, nodeId: string): Promise<void> {
+    await this.underRunLock(runId, async (client) => {
+      const { rows } = await client.query(EXPIRE_LEASE, [runId, nodeId]);
+      if (rows.length === 0) throw await this.notInState(runId, nodeId, 'only a running step has a lease');
+      await client.query(RECOVER_STEP, [rows[0].id, 0]);
+    });
+  }
+
+  /**
+   * Fires the timer of a waiting node now, without waiting for its wake time:
+   * a sleep completes, a signal wait times out (as its onTimeout says). It
+   * goes through the same transition as the timer loop, in one transaction
+   * with bringing the timer due, so the loop cannot fire it first. Returns
+   * what fired.
+   */
+  async fireTimer(runId: string, nodeId: string): Promise<TimerOutcome> {
+    return this.underRunLock(runId, async (client) => {
+      const { rows } = await client.query(BRING_TIMER_DUE, [runId, nodeId]);
+      if (rows.length === 0) {
+        throw await this.notInState(runId, nodeId, 'only a sleep or a signal wait with a timeout has a timer to fire');
+      }
+      const fired = await client.query(FIRE_TIMER, [rows[0].id]);
+      return fired.rows[0].outcome as TimerOutcome;
+    });
+  }
+
+  /**
+   * Runs `work` in a transaction that holds the run's lock first, as every
+   * writer takes it, so the test kit cannot deadlock with a completion or
+   * the timer loop, nor interleave with them.
+   */
+  private async underRunLock<T>(runId: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.app.get(CycloneDatabase).pool.connect();
     try {
       await client.query('BEGIN');
-      // The run lock first, as every writer takes it, so this cannot deadlock with a completion.
       await client.query('SELECT 1 FROM cyclone_runs WHERE id = $1 FOR UPDATE', [runId]);
-      const { rows } = await client.query(EXPIRE_LEASE, [runId, nodeId]);
-      if (rows.length === 0) {
-        const steps = await this.client.listSteps(runId);
-        const state = steps.find((s) => s.nodeId === nodeId)?.state;
-        if (!state) throw new StepNotFoundError(runId, nodeId);
-        throw new InvalidStateError(`Node "${nodeId}" of run ${runId} is ${state}; only a running step has a lease.`, state);
-      }
-      await client.query(RECOVER_STEP, [rows[0].id, 0]);
+      const result = await work(client);
       await client.query('COMMIT');
+      return result;
     } catch (err) {
       await client.query('ROLLBACK');
       throw err;
@@ -140,25 +165,11 @@ export class CycloneTestEnv {
     }
   }
 
-  /**
-   * Fires the timer of a waiting node now, without waiting for its wake time:
-   * a sleep completes, a signal wait times out (as its onTimeout says). It
-   * goes through the same transition as the timer loop. Returns what fired.
-   */
-  async fireTimer(runId: string, nodeId: string): Promise<TimerOutcome> {
-    const database = this.app.get(CycloneDatabase);
-    const { rows } = await database.query(BRING_TIMER_DUE, [runId, nodeId]);
-    if (rows.length === 0) {
-      const steps = await this.client.listSteps(runId);
-      const state = steps.find((s) => s.nodeId === nodeId)?.state;
-      if (!state) throw new StepNotFoundError(runId, nodeId);
-      throw new InvalidStateError(
-        `Node "${nodeId}" of run ${runId} is ${state}; only a sleep or a signal wait with a timeout has a timer to fire.`,
-        state,
-      );
-    }
-    const fired = await database.query(FIRE_TIMER, [rows[0].id]);
-    return fired.rows[0].outcome as TimerOutcome;
+  /** The error for a node that is missing, or not in a state the test kit can act on. */
+  private async notInState(runId: string, nodeId: string, requirement: string): Promise<CycloneError> {
+    const state = (await this.client.listSteps(runId)).find((s) => s.nodeId === nodeId)?.state;
+    if (!state) return new StepNotFoundError(runId, nodeId);
+    return new InvalidStateError(`Node "${nodeId}" of run ${runId} is ${state}; ${requirement}.`, state);
   }
 
   /** Stops the app (draining workers) and drops the environment's database. */
