@@ -3,6 +3,7 @@ import { CycloneRecovery1764489600000 } from './1764489600000-cyclone-recovery.j
 import { CycloneBatchCompletion1764576000000 } from './1764576000000-cyclone-batch-completion.js';
 import { CycloneWorkflows1764662400000 } from './1764662400000-cyclone-workflows.js';
 import { CycloneLeaseIndex1764748800000 } from './1764748800000-cyclone-lease-index.js';
+import { CycloneRunLookups1764835200000 } from './1764835200000-cyclone-run-lookups.js';
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -14,6 +15,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneBatchCompletion1764576000000,
   CycloneWorkflows1764662400000,
   CycloneLeaseIndex1764748800000,
+  CycloneRunLookups1764835200000,
 ] as const;
 
 export type CycloneMigration = (typeof CYCLONE_MIGRATIONS)[number];

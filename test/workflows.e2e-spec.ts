@@ -13,7 +13,7 @@ import {
 } from '../libs/cyclone/src/index.js';
 import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
 import { expectCycloneError } from './support/e2e-helpers.js';
-import { HandlerProbe, testEnvs } from './support/handler-probe.js';
+import { HandlerProbe, POLLING_OFF, testEnvs } from './support/handler-probe.js';
 import { stateOf, untilStates } from './support/node-states.js';
 
 const probe = new HandlerProbe();
@@ -260,6 +260,21 @@ describe('workflows', () => {
     const again = await probe.call(snoozing, 1);
     again.release('done');
     await expect(env.client.result(snoozing, { timeout: 10_000 })).resolves.toEqual({ second: { node: 'second', n: 0 } });
+  });
+
+  it('resume wakes the workers of a step it makes available again, with polling off', async () => {
+    const env = await createEnv({ workflows, pollInterval: POLLING_OFF });
+    const runId = await env.client.start(Held, { base: 0 });
+    const call = await probe.call(runId);
+    await env.client.pause(runId);
+    call.release(new Snooze(0));
+    await untilStates(env, runId, { first: 'paused' }, 'the snoozed step to come back paused');
+
+    await env.client.resume(runId);
+    // No poll for a minute: only resume's wake-up can bring a worker back this soon.
+    const again = await probe.call(runId, 1, 5_000);
+    again.release('done');
+    await expect(env.client.result(runId, { timeout: 5_000 })).resolves.toEqual({ second: { node: 'second', n: 0 } });
   });
 
   it('a paused run keeps a signal, and its timers wait for resume', async () => {
