@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { Step, WorkerHost } from '../libs/cyclone/src/index.js';
 import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
 import { NotificationListener } from '../libs/cyclone/src/worker/notification-listener.js';
+import { WAKE_CHANNEL } from '../libs/cyclone/src/cyclone.constants.js';
 import { sleep, waitFor } from './support/nest-app-harness.js';
 
 /** Polling effectively off: one tick at startup, the next a minute later. */
@@ -24,9 +25,11 @@ class PingSteps {
 }
 
 let env: CycloneTestEnv | undefined;
+let replica: CycloneTestEnv | undefined;
 afterEach(async () => {
+  await replica?.close();
   await env?.close();
-  env = undefined;
+  env = replica = undefined;
 });
 
 async function listenerPids(e: CycloneTestEnv): Promise<number[]> {
@@ -113,5 +116,38 @@ describe('wake-ups', () => {
       expect(await timeJob(env, n)).toBeLessThan(QUICK_MS);
     }
     expect(env.app.get(WorkerHost).pollLoop.lastTickAt!.getTime()).toBe(pollTick);
+  });
+
+  describe("an app's own wake-ups", () => {
+    /** Two apps on one database, polling off; records each wake-up each app's listener hands to its workers. */
+    async function twoApps() {
+      env = await CycloneTestEnv.create({ providers: [PingSteps], pollInterval: POLLING_OFF });
+      replica = await CycloneTestEnv.create({
+        providers: [PingSteps],
+        pollInterval: POLLING_OFF,
+        databaseUrl: env.databaseUrl,
+        isolate: false,
+      });
+      const heard = { own: [] as string[], replica: [] as string[] };
+      env.app.get(NotificationListener).on(WAKE_CHANNEL, (queue) => heard.own.push(queue));
+      replica.app.get(NotificationListener).on(WAKE_CHANNEL, (queue) => heard.replica.push(queue));
+      return { app: env, heard };
+    }
+
+    it('wake its workers once, in process, and every other replica once', async () => {
+      const { app, heard } = await twoApps();
+      expect(await timeJob(app, 1)).toBeLessThan(QUICK_MS);
+      // Time for the NOTIFY's echo to come back, were it not skipped.
+      await sleep(500);
+      expect(heard).toEqual({ own: ['default'], replica: ['default'] });
+    });
+
+    it('still reach every other replica while the LISTEN connection is down', async () => {
+      const { app, heard } = await twoApps();
+      await app.app.get(NotificationListener).stop();
+      expect(await timeJob(app, 1)).toBeLessThan(QUICK_MS);
+      await waitFor('the replica to hear the wake-up', () => (heard.replica.length > 0 ? true : undefined), QUICK_MS);
+      expect(heard).toEqual({ own: ['default'], replica: ['default'] });
+    });
   });
 });

@@ -11,7 +11,10 @@ import { NotificationListener } from '../worker/notification-listener.js';
  * queue lock through its commit, so a NOTIFY inside every enqueue's own
  * commit would serialise concurrent enqueues on that lock. Best effort: a
  * wake-up that fails is logged, and workers find the job at their next poll.
- * This app's own workers are woken at once, without the round trip.
+ * This app's own workers are woken at once, without the round trip; the
+ * NOTIFY for the other replicas goes over the LISTEN connection, which skips
+ * its echo (an empty claim per enqueue otherwise), or over the pool while
+ * that connection is down.
  */
 @Injectable()
 export class WakePublisher implements BeforeApplicationShutdown {
@@ -42,7 +45,7 @@ export class WakePublisher implements BeforeApplicationShutdown {
       const queues = [...this.pending];
       this.pending.clear();
       try {
-        await this.database.query(WAKE_QUEUES, [queues]);
+        if (!(await this.listener.publishWakes(queues))) await this.database.query(WAKE_QUEUES, [queues]);
       } catch (err) {
         this.logger.warn(
           `Could not wake queue(s) ${queues.join(', ')}: ${(err as Error).message}; workers will find the jobs at their next poll`,

@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import pg from 'pg';
 import { RUN_FINISHED_CHANNEL, WAKE_CHANNEL } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
+import { WAKE_QUEUES } from '../sql/enqueue.sql.js';
 
 type Listener = (payload: string) => void;
 
@@ -28,6 +29,8 @@ export class NotificationListener {
   private reconnectDelay = RECONNECT_MIN_MS;
   private reconnectTimer?: NodeJS.Timeout;
   private connected = false;
+  /** A wake-up being sent on this connection; stop lets it finish. */
+  private publishing?: Promise<unknown>;
 
   constructor(private readonly database: CycloneDatabase) {}
 
@@ -47,6 +50,8 @@ export class NotificationListener {
     const client = this.client;
     this.client = undefined;
     this.connected = false;
+    // Its failure, if any, is its caller's to report.
+    await this.publishing?.catch(() => undefined);
     await client?.end().catch((err: Error) => this.logger.debug(`LISTEN connection close: ${err.message}`));
   }
 
@@ -71,13 +76,19 @@ export class NotificationListener {
       // An idle LISTEN connection would otherwise never notice a silent network partition.
       keepAlive: true,
     });
-    client.on('notification', (msg) => this.deliver(msg.channel, msg.payload ?? ''));
+    // This connection sends only this app's own wake-ups (publishWakes), which
+    // were delivered in process already: their echo is skipped.
+    let ownPid: number | undefined;
+    client.on('notification', (msg) => {
+      if (msg.processId !== ownPid) this.deliver(msg.channel, msg.payload ?? '');
+    });
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client));
     this.client = client;
     try {
       await client.connect();
       await client.query(`LISTEN ${WAKE_CHANNEL}; LISTEN ${RUN_FINISHED_CHANNEL}`);
+      ownPid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
     } catch (err) {
       this.lost(client, err as Error);
       return;
@@ -104,6 +115,25 @@ export class NotificationListener {
     );
     this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelay);
     this.reconnectDelay = Math.min(this.reconnectDelay * 2, RECONNECT_MAX_MS);
+  }
+
+  /**
+   * Wakes `queues` on every replica, sent over this connection so that the
+   * echo to this app, which woke its own workers in process, is told apart
+   * by its sender and skipped. False when the connection is down; the caller
+   * then sends the wake-ups another way.
+   */
+  async publishWakes(queues: string[]): Promise<boolean> {
+    const client = this.connected ? this.client : undefined;
+    if (!client) return false;
+    const sent = client.query(WAKE_QUEUES, [queues]);
+    this.publishing = sent;
+    try {
+      await sent;
+    } finally {
+      if (this.publishing === sent) this.publishing = undefined;
+    }
+    return true;
   }
 
   /**
