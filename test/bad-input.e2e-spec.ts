@@ -1,7 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import {
-  CycloneError,
   InvalidInputError,
   InvalidOptionError,
   RunNotFoundError,
@@ -11,7 +10,7 @@ import {
   type EnqueueOptions,
 } from '../libs/cyclone/src/index.js';
 import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
-import { countRows, expectCycloneError } from './support/e2e-helpers.js';
+import { countRows, expectRejectedWritingNothing } from './support/e2e-helpers.js';
 
 const MAX_PAYLOAD_BYTES = 1_024;
 
@@ -39,16 +38,6 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
   });
   afterAll(async () => env?.close());
 
-  /** Expects the call to fail with `type`/`code`, and the tables to be as empty as before. */
-  async function expectRejected<E extends CycloneError>(
-    call: () => Promise<unknown>,
-    type: abstract new (...args: any[]) => E,
-    code: string,
-  ): Promise<E> {
-    const err = await expectCycloneError(call, type, code);
-    expect(await countRows(env)).toEqual({ runs: 0, steps: 0 });
-    return err;
-  }
   const enqueueWith = (opts: unknown) => () => env.client.enqueue('echo', {}, loose(opts));
 
   describe('unknown kind', () => {
@@ -58,7 +47,7 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
       ['enqueueMany', () => env.client.enqueueMany('send_emial', [{}, {}])],
       ['enqueue of a StepRef nobody registered', () => env.client.enqueue(defineStep('send_emial'), {})],
     ])('%s throws UnknownStepError naming the kind and the fix', async (_name, call) => {
-      const err = await expectRejected(call, UnknownStepError, 'unknown_step');
+      const err = await expectRejectedWritingNothing(env, call, UnknownStepError, 'unknown_step');
       expect(err.kind).toBe('send_emial');
       expect(err.message).toContain("@Step('send_emial')");
     });
@@ -77,29 +66,46 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
       ['a Map (JSON would turn it into {})', { tags: new Map([['a', 1]]) }, /\$\.tags is a Map/],
       ['a Set (JSON would turn it into {})', new Set([1, 2]), /\$ is a Set/],
     ])('that is %s throws InvalidInputError saying where', async (_name, input, reason) => {
-      const err = await expectRejected(() => env.client.enqueue('echo', loose(input)), InvalidInputError, 'invalid_input');
+      const err = await expectRejectedWritingNothing(
+        env,
+        () => env.client.enqueue('echo', loose(input)),
+        InvalidInputError,
+        'invalid_input',
+      );
       expect(err.message).toMatch(reason);
       expect(err.message).toMatch(/JSON-serialisable/);
     });
 
     it('over maxPayloadBytes (counted in bytes of JSON, not characters) throws InvalidInputError', async () => {
-      const big = await expectRejected(() => env.client.enqueue('echo', 'x'.repeat(2_000)), InvalidInputError, 'invalid_input');
+      const big = await expectRejectedWritingNothing(
+        env,
+        () => env.client.enqueue('echo', 'x'.repeat(2_000)),
+        InvalidInputError,
+        'invalid_input',
+      );
       expect(big.message).toContain('maxPayloadBytes');
       expect(big.message).toContain(`${MAX_PAYLOAD_BYTES} bytes`);
       // 600 characters, 1,200 bytes of UTF-8.
-      await expectRejected(() => env.client.enqueue('echo', 'é'.repeat(600)), InvalidInputError, 'invalid_input');
+      await expectRejectedWritingNothing(env, () => env.client.enqueue('echo', 'é'.repeat(600)), InvalidInputError, 'invalid_input');
     });
 
     it('enqueueMany rejects the whole batch when one input is bad, naming its index', async () => {
-      const bad = await expectRejected(
+      const bad = await expectRejectedWritingNothing(
+        env,
         () => env.client.enqueueMany('echo', [{ n: 1 }, { n: 2 }, { n: 3n }]),
         InvalidInputError,
         'invalid_input',
       );
       expect(bad.message).toContain('index 2');
-      await expectRejected(() => env.client.enqueueMany('echo', [{ n: 1 }, 'x'.repeat(2_000)]), InvalidInputError, 'invalid_input');
-      await expectRejected(() => env.client.enqueueMany('echo', loose({ n: 1 })), InvalidOptionError, 'invalid_option');
-      await expectRejected(
+      await expectRejectedWritingNothing(
+        env,
+        () => env.client.enqueueMany('echo', [{ n: 1 }, 'x'.repeat(2_000)]),
+        InvalidInputError,
+        'invalid_input',
+      );
+      await expectRejectedWritingNothing(env, () => env.client.enqueueMany('echo', loose({ n: 1 })), InvalidOptionError, 'invalid_option');
+      await expectRejectedWritingNothing(
+        env,
         () => env.client.enqueueMany('echo', [{ n: 1 }], { unique: 'k' }),
         InvalidOptionError,
         'invalid_option',
@@ -114,20 +120,25 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
     it.each(options.flatMap((option) => values.map((value) => [option, value] as const)))(
       '%s = %p throws InvalidOptionError naming the option',
       async (option, value) => {
-        const err = await expectRejected(enqueueWith({ [option]: value }), InvalidOptionError, 'invalid_option');
+        const err = await expectRejectedWritingNothing(env, enqueueWith({ [option]: value }), InvalidOptionError, 'invalid_option');
         expect(err.message).toContain(`"${option}"`);
       },
     );
 
     it('a zero timeout is refused: leave it unset for no limit', async () => {
       for (const timeout of [0, '0s']) {
-        const err = await expectRejected(enqueueWith({ timeout }), InvalidOptionError, 'invalid_option');
+        const err = await expectRejectedWritingNothing(env, enqueueWith({ timeout }), InvalidOptionError, 'invalid_option');
         expect(err.message).toContain('greater than zero');
       }
     });
 
     it('result with an unparsable timeout throws InvalidOptionError', async () => {
-      await expectRejected(() => env.client.result('00000000-0000-4000-8000-000000000000', { timeout: 'soon' }), InvalidOptionError, 'invalid_option');
+      await expectRejectedWritingNothing(
+        env,
+        () => env.client.result('00000000-0000-4000-8000-000000000000', { timeout: 'soon' }),
+        InvalidOptionError,
+        'invalid_option',
+      );
     });
   });
 
@@ -144,7 +155,7 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
       ['maxReclaims', -1],
       ['maxReclaims', 0.5],
     ])('%s = %p throws InvalidOptionError naming the option and its range', async (option, value) => {
-      const err = await expectRejected(enqueueWith({ [option]: value }), InvalidOptionError, 'invalid_option');
+      const err = await expectRejectedWritingNothing(env, enqueueWith({ [option]: value }), InvalidOptionError, 'invalid_option');
       expect(err.message).toContain(`"${option}"`);
       expect(err.message).toMatch(/integer from -?\d+ to \d+/);
     });
@@ -152,14 +163,15 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
 
   describe('other options', () => {
     it('an unknown option name throws InvalidOptionError listing the known ones', async () => {
-      const err = await expectRejected(enqueueWith({ priorty: 5 }), InvalidOptionError, 'invalid_option');
+      const err = await expectRejectedWritingNothing(env, enqueueWith({ priorty: 5 }), InvalidOptionError, 'invalid_option');
       expect(err.message).toContain('"priorty"');
       expect(err.message).toContain('priority');
-      await expectRejected(enqueueWith({ delay: '5s' }), InvalidOptionError, 'invalid_option');
+      await expectRejectedWritingNothing(env, enqueueWith({ delay: '5s' }), InvalidOptionError, 'invalid_option');
     });
 
     it('processAt and processIn together throw InvalidOptionError', async () => {
-      const err = await expectRejected(
+      const err = await expectRejectedWritingNothing(
+        env,
         enqueueWith({ processAt: new Date(Date.now() + 60_000), processIn: '1m' } satisfies EnqueueOptions),
         InvalidOptionError,
         'invalid_option',
@@ -171,7 +183,7 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
     it.each([new Date('not a date'), '2030-01-01T00:00:00Z', Date.now() + 60_000])(
       'processAt = %p (not a valid Date) throws InvalidOptionError',
       async (processAt) => {
-        await expectRejected(enqueueWith({ processAt }), InvalidOptionError, 'invalid_option');
+        await expectRejectedWritingNothing(env, enqueueWith({ processAt }), InvalidOptionError, 'invalid_option');
       },
     );
 
@@ -181,11 +193,11 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
       ['unique', 'empty', ''],
       ['unique', 'over 200 characters', 'k'.repeat(201)],
     ])('%s (%s) throws InvalidOptionError', async (option, _what, value) => {
-      await expectRejected(enqueueWith({ [option]: value }), InvalidOptionError, 'invalid_option');
+      await expectRejectedWritingNothing(env, enqueueWith({ [option]: value }), InvalidOptionError, 'invalid_option');
     });
 
     it('options that are not an object throw InvalidOptionError', async () => {
-      await expectRejected(enqueueWith('fast'), InvalidOptionError, 'invalid_option');
+      await expectRejectedWritingNothing(env, enqueueWith('fast'), InvalidOptionError, 'invalid_option');
     });
   });
 
@@ -204,7 +216,7 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
     it.each(Object.keys(calls).flatMap((name) => ids.map((id) => [name, id] as const)))(
       '%s(%p) throws RunNotFoundError carrying the id',
       async (name, id) => {
-        const err = await expectRejected(() => calls[name as keyof typeof calls](id), RunNotFoundError, 'run_not_found');
+        const err = await expectRejectedWritingNothing(env, () => calls[name as keyof typeof calls](id), RunNotFoundError, 'run_not_found');
         expect(err.runId).toBe(id);
         expect(err.message).toContain('does not exist');
       },

@@ -16,7 +16,7 @@ import {
   type WorkflowDefinition,
 } from '../libs/cyclone/src/index.js';
 import { CycloneTestEnv, type CycloneTestEnvOptions } from '../libs/cyclone/src/testing/index.js';
-import { countRows, expectCycloneError } from './support/e2e-helpers.js';
+import { countRows, expectCycloneError, expectRejectedWritingNothing } from './support/e2e-helpers.js';
 import { stateOf, untilStates } from './support/node-states.js';
 
 @Injectable()
@@ -126,19 +126,10 @@ describe('start refuses bad calls with a typed error and writes nothing', () => 
   });
   afterAll(async () => env?.close());
 
-  async function expectRejected<E extends CycloneError>(
-    call: () => Promise<unknown>,
-    type: abstract new (...args: any[]) => E,
-    code: string,
-  ): Promise<E> {
-    const err = await expectCycloneError(call, type, code);
-    expect(await countRows(env)).toEqual({ runs: 0, steps: 0 });
-    return err;
-  }
 
   it('a workflow object that was never registered throws UnknownWorkflowError naming it and the fix', async () => {
     const Stray = defineWorkflow('stray').step('a', 'work');
-    const err = await expectRejected(() => env.client.start(Stray, {}), UnknownWorkflowError, 'unknown_workflow');
+    const err = await expectRejectedWritingNothing(env, () => env.client.start(Stray, {}), UnknownWorkflowError, 'unknown_workflow');
     expect(err.workflow).toBe('stray');
     expect(err.message).toContain('"stray"');
     expect(err.message).toContain('workflows');
@@ -146,18 +137,23 @@ describe('start refuses bad calls with a typed error and writes nothing', () => 
 
   it('a different definition with a registered name is refused, not silently swapped for the registered graph', async () => {
     const Namesake = defineWorkflow('gate').step('other', 'work');
-    const err = await expectRejected(() => env.client.start(Namesake, { n: 1 }), UnknownWorkflowError, 'unknown_workflow');
+    const err = await expectRejectedWritingNothing(
+      env,
+      () => env.client.start(Namesake, { n: 1 }),
+      UnknownWorkflowError,
+      'unknown_workflow',
+    );
     expect(err.message).toContain('not the one registered as "gate"');
   });
 
   it.each(['stray', 'Gate', 'gate ', ''])('a workflow name %p that is not registered throws UnknownWorkflowError', async (name) => {
-    const err = await expectRejected(() => env.client.start(name, {}), UnknownWorkflowError, 'unknown_workflow');
+    const err = await expectRejectedWritingNothing(env, () => env.client.start(name, {}), UnknownWorkflowError, 'unknown_workflow');
     expect(err.workflow).toBe(name);
   });
 
   it('a value that is neither a workflow nor a name throws UnknownWorkflowError', async () => {
-    await expectRejected(() => env.client.start(loose(undefined), {}), UnknownWorkflowError, 'unknown_workflow');
-    await expectRejected(() => env.client.start(loose(42), {}), UnknownWorkflowError, 'unknown_workflow');
+    await expectRejectedWritingNothing(env, () => env.client.start(loose(undefined), {}), UnknownWorkflowError, 'unknown_workflow');
+    await expectRejectedWritingNothing(env, () => env.client.start(loose(42), {}), UnknownWorkflowError, 'unknown_workflow');
   });
 
   it.each<[string, unknown, string]>([
@@ -170,13 +166,18 @@ describe('start refuses bad calls with a typed error and writes nothing', () => 
     ['a unique key over 200 characters', { unique: 'k'.repeat(201) }, '"unique"'],
     ['a unique key that is not a string', { unique: 42 }, '"unique"'],
   ])('%s throws InvalidOptionError naming the option', async (_what, opts, option) => {
-    const err = await expectRejected(() => env.client.start(Gate, { n: 1 }, loose(opts)), InvalidOptionError, 'invalid_option');
+    const err = await expectRejectedWritingNothing(
+      env,
+      () => env.client.start(Gate, { n: 1 }, loose(opts)),
+      InvalidOptionError,
+      'invalid_option',
+    );
     expect(err.message).toContain(option);
   });
 
   it('options that are not an object throw InvalidOptionError', async () => {
-    await expectRejected(() => env.client.start(Gate, { n: 1 }, loose('fast')), InvalidOptionError, 'invalid_option');
-    await expectRejected(() => env.client.start(Gate, { n: 1 }, loose(null)), InvalidOptionError, 'invalid_option');
+    await expectRejectedWritingNothing(env, () => env.client.start(Gate, { n: 1 }, loose('fast')), InvalidOptionError, 'invalid_option');
+    await expectRejectedWritingNothing(env, () => env.client.start(Gate, { n: 1 }, loose(null)), InvalidOptionError, 'invalid_option');
   });
 
   it.each<[string, unknown, RegExp]>([
@@ -186,12 +187,17 @@ describe('start refuses bad calls with a typed error and writes nothing', () => 
     ['NaN', { n: NaN }, /NaN/],
     ['a cyclic object', (() => { const a: Record<string, unknown> = {}; a.self = a; return a; })(), /refers back to itself/],
   ])('input that is %s throws InvalidInputError saying where', async (_what, input, reason) => {
-    const err = await expectRejected(() => env.client.start(Gate, loose(input)), InvalidInputError, 'invalid_input');
+    const err = await expectRejectedWritingNothing(env, () => env.client.start(Gate, loose(input)), InvalidInputError, 'invalid_input');
     expect(err.message).toMatch(reason);
   });
 
   it('input over maxPayloadBytes throws InvalidInputError', async () => {
-    const err = await expectRejected(() => env.client.start(Gate, loose({ s: 'x'.repeat(2_000) })), InvalidInputError, 'invalid_input');
+    const err = await expectRejectedWritingNothing(
+      env,
+      () => env.client.start(Gate, loose({ s: 'x'.repeat(2_000) })),
+      InvalidInputError,
+      'invalid_input',
+    );
     expect(err.message).toContain('maxPayloadBytes');
   });
 });

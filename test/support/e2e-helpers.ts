@@ -38,6 +38,21 @@ export async function expectCycloneError<E extends CycloneError>(
   return caught as E;
 }
 
+/**
+ * Expects the call to fail with a CycloneError of `type` and `code`, and the
+ * environment's tables, empty before it, to be empty still: bad input writes nothing.
+ */
+export async function expectRejectedWritingNothing<E extends CycloneError>(
+  env: CycloneTestEnv,
+  call: () => Promise<unknown>,
+  type: abstract new (...args: any[]) => E,
+  code: string,
+): Promise<E> {
+  const err = await expectCycloneError(call, type, code);
+  expect(await countRows(env)).toEqual({ runs: 0, steps: 0 });
+  return err;
+}
+
 /** A promise with its resolve function outside, to hold a handler until the test lets it go. */
 export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
   let resolve!: (value: T) => void;
