@@ -93,6 +93,18 @@ function after<T>(ms: number, fn: () => T | Promise<T>): Promise<T> {
 }
 
 /**
+ * Two replicas and RUNS runs of `workflow`, started on each in turn, each held
+ * in its first handler call: the starting point of the completion races.
+ */
+async function heldRunsOnTwoReplicas(workflow: typeof HeldFlow) {
+  const base = await createEnv({ workflows, pollInterval: fastPoll, workers: 16 });
+  const envs = [base, await replicaOf(base, { workflows, pollInterval: fastPoll, workers: 16 })];
+  const runIds = await Promise.all(indexes().map((i) => envs[i % 2].client.start(workflow, { i })));
+  const calls = await Promise.all(runIds.map((runId) => probe.call(runId, 0, 15_000)));
+  return { base, envs, runIds, calls };
+}
+
+/**
  * Releases run `i`'s held handler and calls `act` at nearly the same moment:
  * even runs release first and act 0-58 ms later, odd runs act first, so the
  * handler's completion lands before, during and after the other call.
@@ -257,10 +269,7 @@ describe('workflow races: each has exactly one outcome', () => {
   });
 
   it('a completion racing a cancel: the node completed first (successor cancelled) or was cancelled (result dropped, successor never ran); nothing moves afterwards', async () => {
-    const base = await createEnv({ workflows, pollInterval: fastPoll, workers: 16 });
-    const envs = [base, await replicaOf(base, { workflows, pollInterval: fastPoll, workers: 16 })];
-    const runIds = await Promise.all(indexes().map((i) => envs[i % 2].client.start(HeldFlow, { i })));
-    const calls = await Promise.all(runIds.map((runId) => probe.call(runId, 0, 15_000)));
+    const { base, envs, runIds, calls } = await heldRunsOnTwoReplicas(HeldFlow);
 
     // Release each held handler and cancel its run at (nearly) the same moment, in
     // either order; the steps as they stand the moment cancel returns are kept.
@@ -307,10 +316,7 @@ describe('workflow races: each has exactly one outcome', () => {
   });
 
   it('the last node completing racing a cancel: either cancel returns false and the run completed, or true and the run is cancelled with the result dropped', async () => {
-    const base = await createEnv({ workflows, pollInterval: fastPoll, workers: 16 });
-    const envs = [base, await replicaOf(base, { workflows, pollInterval: fastPoll, workers: 16 })];
-    const runIds = await Promise.all(indexes().map((i) => envs[i % 2].client.start(HeldLast, { i })));
-    const calls = await Promise.all(runIds.map((runId) => probe.call(runId, 0, 15_000)));
+    const { base, envs, runIds, calls } = await heldRunsOnTwoReplicas(HeldLast);
 
     const raced = await Promise.all(
       runIds.map(async (runId, i) => {
@@ -341,10 +347,7 @@ describe('workflow races: each has exactly one outcome', () => {
   });
 
   it('a pause racing a completion: the successor never starts while the run is paused, and after resume every node has run once', async () => {
-    const base = await createEnv({ workflows, pollInterval: fastPoll, workers: 16 });
-    const envs = [base, await replicaOf(base, { workflows, pollInterval: fastPoll, workers: 16 })];
-    const runIds = await Promise.all(indexes().map((i) => envs[i % 2].client.start(HeldFlow, { i })));
-    const calls = await Promise.all(runIds.map((runId) => probe.call(runId, 0, 15_000)));
+    const { base, envs, runIds, calls } = await heldRunsOnTwoReplicas(HeldFlow);
 
     // Release each held handler and pause its run at (nearly) the same moment, in
     // either order. A successor already claimed when pause returns may finish; one
