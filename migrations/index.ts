@@ -2,8 +2,7 @@ import { CycloneInit1764403200000 } from './1764403200000-cyclone-init.js';
 import { CycloneRecovery1764489600000 } from './1764489600000-cyclone-recovery.js';
 import { CycloneBatchCompletion1764576000000 } from './1764576000000-cyclone-batch-completion.js';
 import { CycloneWorkflows1764662400000 } from './1764662400000-cyclone-workflows.js';
-import { CycloneLeaseIndex1764748800000 } from './1764748800000-cyclone-lease-index.js';
-import { CycloneRunLookups1764835200000 } from './1764835200000-cyclone-run-lookups.js';
+import { CycloneIndexPredicates1764748800000 } from './1764748800000-cyclone-index-predicates.js';
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -14,8 +13,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneRecovery1764489600000,
   CycloneBatchCompletion1764576000000,
   CycloneWorkflows1764662400000,
-  CycloneLeaseIndex1764748800000,
-  CycloneRunLookups1764835200000,
+  CycloneIndexPredicates1764748800000,
 ] as const;
 
 export type CycloneMigration = (typeof CYCLONE_MIGRATIONS)[number];
