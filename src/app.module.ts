@@ -1,13 +1,12 @@
 import { Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { CycloneModule } from '../libs/cyclone/src/index.js';
+import { CycloneErrorFilter, CycloneModule } from 'cyclone-nestjs';
 import { EmailsModule } from './emails/emails.module.js';
 import { HealthModule } from './health/health.module.js';
 import { OnboardingModule } from './onboarding/onboarding.module.js';
 import { Onboarding } from './onboarding/onboarding.workflow.js';
 import { ReportsModule } from './reports/reports.module.js';
 import { UsersModule } from './users/users.module.js';
-import { CycloneErrorFilter } from './cyclone-error.filter.js';
 
 @Module({
   imports: [

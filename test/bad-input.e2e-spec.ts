@@ -8,8 +8,8 @@ import {
   UnknownStepError,
   defineStep,
   type EnqueueOptions,
-} from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+} from 'cyclone-nestjs';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { countRows, expectRejectedWritingNothing } from './support/e2e-helpers.js';
 
 const MAX_PAYLOAD_BYTES = 1_024;

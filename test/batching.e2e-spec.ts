@@ -7,14 +7,14 @@ import {
   DuplicateError,
   InvalidInputError,
   Step,
-  WorkerHost,
   defineWorkflow,
   type EnqueueOptions,
   type StepContext,
-} from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv, TestDatabase } from '../libs/cyclone/src/testing/index.js';
+} from 'cyclone-nestjs';
+import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { countRows, eventually, expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, type HandlerCall, firstPollTick, query, stepOf, testEnvs, within } from './support/handler-probe.js';
+import { HandlerProbe, POLLING_OFF, type HandlerCall, firstPollTick, lastTickAt, query, stepOf, testEnvs, within } from './support/handler-probe.js';
+import type { Statement } from '../libs/cyclone/src/database/statement.js';
 import { sql, testServerUrl } from './support/nest-app-harness.js';
 
 /**
@@ -75,7 +75,7 @@ const { createEnv, replicaOf } = testEnvs([BatchSteps], probe);
 /** How soon a woken worker must start a job. Generous for a busy 2-core machine; without a wake-up it would be a minute. */
 const QUICK_MS = 3_000;
 
-type QueryCall = [text: string, values?: unknown[], name?: string];
+type QueryCall = [stmt: Statement, params: readonly unknown[]];
 
 /** Records the statements `env` runs from now on; `restore()` stops recording and keeps what was recorded. */
 function recordStatements(env: CycloneTestEnv) {
@@ -83,7 +83,8 @@ function recordStatements(env: CycloneTestEnv) {
   let calls: QueryCall[] | undefined;
   return {
     /** The values of each recorded statement with this prepared-statement name. */
-    named: (name: string) => (calls ?? (spy.mock.calls as QueryCall[])).filter((c) => c[2] === name).map((c) => c[1] as unknown[][]),
+    named: (name: string) =>
+      (calls ?? (spy.mock.calls as QueryCall[])).filter(([stmt]) => stmt.name === name).map(([, params]) => params as unknown[][]),
     restore: () => {
       calls ??= [...(spy.mock.calls as QueryCall[])];
       spy.mockRestore();
@@ -498,7 +499,7 @@ describe('wake-ups after commit', () => {
     const producer = await replicaOf(worker, { runWorkers: false, pollInterval: POLLING_OFF });
     await firstPollTick(worker);
     await firstPollTick(producer);
-    const pollTick = worker.app.get(WorkerHost).pollLoop.lastTickAt!.getTime();
+    const pollTick = lastTickAt(worker, 'cyclone:poll')!.getTime();
     await sleep(200);
 
     /** Enqueues one `held` job with `enqueue`, waits for its handler and returns how long it took to start. */
@@ -541,7 +542,7 @@ describe('wake-ups after commit', () => {
     }
 
     // None of this waited for a poll tick.
-    expect(worker.app.get(WorkerHost).pollLoop.lastTickAt!.getTime()).toBe(pollTick);
+    expect(lastTickAt(worker, 'cyclone:poll')!.getTime()).toBe(pollTick);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { InvalidStateError, RunCancelledError, RunNotFoundError, Step, StepAbortedError, type StepContext } from '../libs/cyclone/src/index.js';
-import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import { InvalidStateError, RunCancelledError, RunNotFoundError, Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, query, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
 

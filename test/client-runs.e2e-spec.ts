@@ -11,8 +11,8 @@ import {
   StepNotFoundError,
   type EnqueueOptions,
   type StepContext,
-} from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+} from 'cyclone-nestjs';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { deferred, eventually, expectCycloneError } from './support/e2e-helpers.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -129,7 +129,7 @@ describe('client calls on runs', () => {
       try {
         ids = await env.client.enqueueMany('double', [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }, { n: 5 }]);
         // Workers share the database object (claims, heartbeats): count only the statements that insert runs.
-        const inserts = spy.mock.calls.filter(([sql]) => /INSERT INTO cyclone_runs/i.test(sql));
+        const inserts = spy.mock.calls.filter(([stmt]) => /INSERT INTO cyclone_runs/i.test(stmt.text));
         expect(inserts).toHaveLength(1);
       } finally {
         spy.mockRestore();

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { CycloneTestEnv, TestDatabase } from '../libs/cyclone/src/testing/index.js';
+import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { CRASH_KIND, CREATE_CRASH_TABLES, CrashSteps, type CrashInput } from './crash/crash-steps.js';
 import { WorkerFleet, type WorkerProcess } from './crash/worker-fleet.js';
 import { eventually, sleep } from './support/e2e-helpers.js';

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { WorkerHost } from '../libs/cyclone/src/index.js';
-import { WAKE_CHANNEL } from '../libs/cyclone/src/cyclone.constants.js';
-import { CycloneHealthIndicator, CycloneHealthModule } from '../libs/cyclone/src/health/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
-import { NotificationListener } from '../libs/cyclone/src/worker/notification-listener.js';
+import { CycloneStats } from 'cyclone-nestjs';
+import { WAKE_CHANNEL } from 'cyclone-nestjs';
+import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/health';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { NotificationListener } from '../libs/cyclone/src/notifications/notification-listener.js';
 import { CRASH_KIND, CREATE_CRASH_TABLES, CrashSteps, EFFECT_AT, type CrashInput } from './crash/crash-steps.js';
 import { eventually, sleep } from './support/e2e-helpers.js';
 import { RestartablePostgres } from './support/restartable-postgres.js';
@@ -63,7 +63,7 @@ describe('the database restarting mid-run', () => {
     fleet = new WorkerFleet({ databaseUrl: server.url, leaseTtlMs: LEASE_TTL_MS, pollMs: [50, 200], slots: 2 });
     const child = fleet.spawn();
     await child.whenReady;
-    const host = e.app.get(WorkerHost);
+    const stats = e.app.get(CycloneStats);
     const listener = e.app.get(NotificationListener);
     const indicator = e.app.get(CycloneHealthIndicator);
     let wakes = 0;
@@ -113,7 +113,7 @@ describe('the database restarting mid-run', () => {
       },
       15_000,
     );
-    const before = { ...host.stats };
+    const before = { ...stats };
     const stoppedAt = Date.now();
     await server.stop();
 
@@ -124,7 +124,7 @@ describe('the database restarting mid-run', () => {
     await expect(e.client.enqueue(CRASH_KIND, { i: -1 })).rejects.toThrow();
     expect(Date.now() - enqueueStarted).toBeLessThan(5_000);
     await sleep(DOWN_MS - (Date.now() - stoppedAt));
-    const down = { ...host.stats };
+    const down = { ...stats };
     expect(listener.isConnected).toBe(false);
     // Claims and heartbeats kept failing (and were counted) rather than stopping the worker.
     expect(down.claimFailures).toBeGreaterThan(before.claimFailures);
@@ -177,10 +177,10 @@ describe('the database restarting mid-run', () => {
       30_000,
     );
     expect(wakes).toBeGreaterThan(wakesBefore);
-    const after = { ...host.stats };
+    const after = { ...stats };
     // With the server back, the workers go on claiming (every poll tick) without a failure.
     await sleep(1_000);
-    expect(host.stats.claimFailures).toBe(after.claimFailures);
+    expect(stats.claimFailures).toBe(after.claimFailures);
 
     // Nothing lost: every run whose enqueue returned completed. (An enqueue cut off by the stop may
     // have committed without its caller hearing so; such a run must complete too.)

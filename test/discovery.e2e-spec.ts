@@ -11,9 +11,9 @@ import {
   defineStep,
   type StepContext,
   type StepOptions,
-} from '../libs/cyclone/src/index.js';
+} from 'cyclone-nestjs';
 import { StepRegistry } from '../libs/cyclone/src/steps/step-registry.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 
 let env: CycloneTestEnv | undefined;
 

@@ -5,12 +5,12 @@ import {
   RunFailedError,
   RunNotFoundError,
   Step,
-  WorkerHost,
+  CycloneStats,
   type EnqueueOptions,
   type StepContext,
-} from '../libs/cyclone/src/index.js';
+} from 'cyclone-nestjs';
 import { RetentionSweeper } from '../libs/cyclone/src/maintenance/retention.sweeper.js';
-import { CycloneTestEnv, type CycloneTestEnvOptions } from '../libs/cyclone/src/testing/index.js';
+import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testing';
 import { deferred, expectCycloneError, rowsOfRun, sleep } from './support/e2e-helpers.js';
 
 /** Names of `record` jobs in the order their handlers started. */
@@ -99,7 +99,7 @@ describe('enqueue options', () => {
       const bulk = await replicaOf(env, { queues: { bulk: { workers: 1 } } });
       try {
         await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ name: 'on-bulk' });
-        expect((await stepOf(runId)).leaseOwner).toBe(bulk.app.get(WorkerHost).owner);
+        expect((await stepOf(runId)).leaseOwner).toBe(bulk.app.get(CycloneStats).clientId);
       } finally {
         await bulk.close();
       }
@@ -112,7 +112,7 @@ describe('enqueue options', () => {
       const overridden = await env.client.enqueue('bulk_report', { name: 'b' }, { queue: 'default' });
       expect(await stepOf(overridden)).toMatchObject({ queue: 'default' });
       await expect(env.client.result(overridden, { timeout: 10_000 })).resolves.toEqual({ name: 'b' });
-      expect((await stepOf(overridden)).leaseOwner).toBe(env.app.get(WorkerHost).owner);
+      expect((await stepOf(overridden)).leaseOwner).toBe(env.app.get(CycloneStats).clientId);
       await env.client.cancel(onStepQueue);
     });
   });

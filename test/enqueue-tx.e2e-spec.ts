@@ -8,8 +8,8 @@ import {
   RunNotFoundError,
   Step,
   UnknownStepError,
-} from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+} from 'cyclone-nestjs';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { countRows, expectCycloneError, rowsOfRun, sleep } from './support/e2e-helpers.js';
 
 /** Order ids whose job has run. */

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplication } from '@nestjs/common';
-import { CycloneClient, CycloneDatabase } from '../libs/cyclone/src/index.js';
-import { TestDatabase } from '../libs/cyclone/src/testing/index.js';
+import { CycloneClient, CycloneDatabase } from 'cyclone-nestjs';
+import { TestDatabase } from 'cyclone-nestjs/testing';
 import { AppModule } from '../src/app.module.js';
 import { eventually } from './support/e2e-helpers.js';
 
@@ -102,7 +102,7 @@ describe('example app', () => {
     async function endCooldown(runId: string): Promise<void> {
       const { rowCount } = await app
         .get(CycloneDatabase)
-        .query(`UPDATE cyclone_steps SET wake_at = now() WHERE run_id = $1 AND node_id = 'cooldown'`, [runId]);
+        .pool.query(`UPDATE cyclone_steps SET wake_at = now() WHERE run_id = $1 AND node_id = 'cooldown'`, [runId]);
       expect(rowCount).toBe(1);
     }
 

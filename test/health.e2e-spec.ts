@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { Step } from '../libs/cyclone/src/index.js';
-import { CycloneHealthIndicator, CycloneHealthModule } from '../libs/cyclone/src/health/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import { Step } from 'cyclone-nestjs';
+import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/health';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 
 @Injectable()
 class Steps {

@@ -7,8 +7,8 @@ import {
   Step,
   StepAbortedError,
   type StepContext,
-} from '../libs/cyclone/src/index.js';
-import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+} from 'cyclone-nestjs';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
 import { HandlerProbe, claimAsDeadWorker, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
 

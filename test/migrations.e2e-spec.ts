@@ -8,7 +8,7 @@ import {
   SchemaError,
   Step,
   type CycloneModuleOptions,
-} from '../libs/cyclone/src/index.js';
+} from 'cyclone-nestjs';
 import { AppHarness, sql, waitFor } from './support/nest-app-harness.js';
 
 const harness = new AppHarness();
@@ -146,6 +146,20 @@ describe('migrationsRun', () => {
   });
 });
 
+describe('a database migrated by another version', () => {
+  it('fails startup, in every mode that reads the schema, naming the versions it does not know', async () => {
+    const db = await harness.database();
+    await harness.close(await harness.start(appModule(db.url)));
+    await sql(db.url, "INSERT INTO cyclone_schema_migrations (version, name) VALUES (99, 'CycloneFromTheFuture')");
+    for (const migrationsRun of [true, 'verify'] as const) {
+      const err = await harness.start(appModule(db.url, { migrationsRun }), false).catch((e: Error) => e);
+      expect(err).toBeInstanceOf(SchemaError);
+      expect((err as Error).message).toContain('(99)');
+      expect((err as Error).message).toContain('another version migrated it');
+    }
+  });
+});
+
 describe('CYCLONE_MIGRATIONS in a TypeORM DataSource', () => {
   it("runs with dataSource.runMigrations(), after which 'verify' starts; undoing them makes 'verify' fail again", async () => {
     const db = await harness.database();
@@ -171,24 +185,12 @@ describe('CYCLONE_MIGRATIONS in a TypeORM DataSource', () => {
     await harness.close(await harness.start(appModule(db.url, { migrationsRun: true })));
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
 
-    // Each undo removes its own version and leaves the previous schema whole.
-    for (let left = ALL_VERSIONS.length - 1; left >= 1; left--) {
-      await dataSource.undoLastMigration();
-      expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS.slice(0, left));
-    }
-    const functions = await sql<{ proname: string }>(
-      db.url,
-      "SELECT proname FROM pg_proc WHERE proname LIKE 'cyclone\\_%' ORDER BY proname",
-    );
-    expect(functions.map((f) => f.proname)).toEqual([
-      'cyclone_cancel_run',
-      'cyclone_complete_step',
-      'cyclone_fail_step',
-      'cyclone_lock_run_of',
-      'cyclone_retry_steps',
-      'cyclone_route',
-      'cyclone_settle_run',
-    ]);
+    // Undoing every migration removes every table and function but the record of versions, and the records with them.
+    for (const _ of ALL_VERSIONS) await dataSource.undoLastMigration();
+    expect(await appliedVersions(db.url)).toEqual([]);
+    expect(await existingTables(db.url)).toEqual(['cyclone_schema_migrations']);
+    const functions = await sql(db.url, "SELECT proname FROM pg_proc WHERE proname LIKE 'cyclone\\_%'");
+    expect(functions).toEqual([]);
     await expect(harness.start(appModule(db.url, { migrationsRun: 'verify' }), false)).rejects.toBeInstanceOf(SchemaError);
   });
 });

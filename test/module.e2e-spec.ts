@@ -7,9 +7,9 @@ import {
   CycloneDatabase,
   CycloneModule,
   Step,
-  WorkerHost,
+  CycloneStats,
   type CycloneModuleOptions,
-} from '../libs/cyclone/src/index.js';
+} from 'cyclone-nestjs';
 import { AppHarness, ConcurrencyProbe, sleep, sql } from './support/nest-app-harness.js';
 
 const harness = new AppHarness();
@@ -47,8 +47,8 @@ function slowSteps(probe: ConcurrencyProbe, ms = 300) {
   return SlowSteps;
 }
 
-function hostsWithWorkers(app: INestApplicationContext): WorkerHost[] {
-  return app.get(WorkerHost, { each: true }).filter((host) => host.workers.size > 0);
+function hostsWithWorkers(app: INestApplicationContext): CycloneStats[] {
+  return app.get(CycloneStats, { each: true }).filter((stats) => stats.runsWorkers);
 }
 
 /** An app on `url` whose `tagged` handler reports `tag`, polling fast. */
@@ -120,7 +120,7 @@ describe('CycloneModule.forRoot / forRootAsync', () => {
     class AppModule {}
 
     const app = await harness.start(AppModule);
-    expect(app.get(WorkerHost).workers.get('default')?.slots).toBe(3);
+    expect(app.get(CycloneStats).servedQueues.get('default')).toBe(3);
 
     const client = app.get(CycloneClient);
     const ids = await client.enqueueMany('slow', [1, 2, 3, 4, 5, 6, 7].map((i) => ({ i })));
@@ -189,7 +189,7 @@ describe('CycloneModule.forRoot / forRootAsync', () => {
       const app = await harness.start(AppModule);
       const active = hostsWithWorkers(app);
       expect(active).toHaveLength(1);
-      const slots = active[0].workers.get('default')!.slots;
+      const slots = active[0].servedQueues.get('default')!;
 
       await runSlowJobs(app, 8);
       expect(probe.calls).toBe(8);
@@ -208,7 +208,7 @@ describe('CycloneModule.forRoot / forRootAsync', () => {
     const WorkerModule = taggedModule(db.url, 'worker');
 
     const api = await harness.start(ApiModule);
-    expect(api.get(WorkerHost).workers.size).toBe(0);
+    expect(api.get(CycloneStats).servedQueues.size).toBe(0);
     const client = api.get(CycloneClient);
     const runId = await client.enqueue('tagged', { i: 1 });
 
@@ -357,7 +357,7 @@ describe('app.close()', () => {
     const closing = await harness.start(ClosedModule);
     const first = await closing.get(CycloneClient).enqueue('tagged', { i: 0 });
     await expect(closing.get(CycloneClient).result(first, { timeout: 10_000 })).resolves.toEqual({ by: 'closed', i: 0 });
-    const host = closing.get(WorkerHost);
+    const stats = closing.get(CycloneStats);
     await harness.close(closing);
 
     const api = await harness.start(ApiModule);
@@ -372,10 +372,10 @@ describe('app.close()', () => {
       `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'cyclone-listener' AND datname = current_database()`,
     );
     expect(listeners[0].n).toBe(1);
-    expect(host.pollLoop.lastTickAt).not.toBeNull();
-    const lastTick = host.pollLoop.lastTickAt!.getTime();
+    const pollTick = () => stats.loopStates().find((loop) => loop.name === 'cyclone:poll')?.lastTickAt;
+    const lastTick = pollTick()!.getTime();
     await sleep(400);
-    expect(host.pollLoop.lastTickAt!.getTime()).toBe(lastTick);
+    expect(pollTick()!.getTime()).toBe(lastTick);
 
     // The job was runnable all along: a running app picks it up.
     await harness.start(SuccessorModule);

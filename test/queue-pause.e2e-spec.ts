@@ -1,9 +1,9 @@
 import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { InvalidOptionError, Step, WorkerHost, type StepContext } from '../libs/cyclone/src/index.js';
-import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import { InvalidOptionError, Step, type StepContext } from 'cyclone-nestjs';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, firstPollTick, stepOf, testEnvs } from './support/handler-probe.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, ownerOf, stepOf, testEnvs } from './support/handler-probe.js';
 
 const probe = new HandlerProbe();
 /** Run ids of every `quick` call. */
@@ -30,7 +30,6 @@ const fastPoll: [number, number] = [20, 50];
 /** Two slots per client on each queue: four held steps fill both replicas. */
 const queues = { default: { workers: 2 }, other: { workers: 2 } };
 
-const ownerOf = (env: CycloneTestEnv) => env.app.get(WorkerHost).owner;
 
 /** The clients holding the leases of these runs' (running) steps. */
 async function leaseOwners(env: CycloneTestEnv, runIds: string[]): Promise<Set<string | null>> {

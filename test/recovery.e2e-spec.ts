@@ -1,8 +1,8 @@
 import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { RunFailedError, Step, type StepContext } from '../libs/cyclone/src/index.js';
+import { RunFailedError, Step, type StepContext } from 'cyclone-nestjs';
 import { RecoverySweeper, type RecoveryOutcome } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
-import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError, sleep } from './support/e2e-helpers.js';
 import {
   HandlerProbe,

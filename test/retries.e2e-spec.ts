@@ -1,7 +1,7 @@
 import { describe, it, expect, beforeAll, afterAll, beforeEach } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { PermanentError, RunFailedError, Step, permanent, type StepContext } from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import { PermanentError, RunFailedError, Step, permanent, type StepContext } from 'cyclone-nestjs';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { eventually, expectCycloneError } from './support/e2e-helpers.js';
 
 /** Every handler call: which kind, which attempt, when (worker clock). */

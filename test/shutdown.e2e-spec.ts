@@ -1,8 +1,8 @@
 import { describe, it, expect, afterEach } from '@jest/globals';
 import { createHook } from 'node:async_hooks';
 import { Injectable } from '@nestjs/common';
-import { Step, StepAbortedError, type StepContext } from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv, TestDatabase } from '../libs/cyclone/src/testing/index.js';
+import { Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
+import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { sleep } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, closeAll, firstPollTick, within, type HandlerCall } from './support/handler-probe.js';
 import { sql, testServerUrl, waitFor } from './support/nest-app-harness.js';

@@ -1,10 +1,11 @@
 import { describe, it, expect, afterEach } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { Step, WorkerHost } from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
-import { NotificationListener } from '../libs/cyclone/src/worker/notification-listener.js';
-import { WAKE_CHANNEL } from '../libs/cyclone/src/cyclone.constants.js';
+import { Step } from 'cyclone-nestjs';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { NotificationListener } from '../libs/cyclone/src/notifications/notification-listener.js';
+import { WAKE_CHANNEL } from 'cyclone-nestjs';
 import { sleep, waitFor } from './support/nest-app-harness.js';
+import { lastTickAt } from './support/handler-probe.js';
 
 /** Polling effectively off: one tick at startup, the next a minute later. */
 const POLLING_OFF = ['60s', '61s'] as [string, string];
@@ -46,8 +47,7 @@ async function timeJob(e: CycloneTestEnv, n: number, timeoutMs = QUICK_MS): Prom
 
 /** The poll loop's first tick (at startup) is done; returns when it ended. */
 async function firstPollTick(e: CycloneTestEnv): Promise<number> {
-  const loop = e.app.get(WorkerHost).pollLoop;
-  const at = await waitFor('the first poll tick', () => loop.lastTickAt ?? undefined, 5_000, 20);
+  const at = await waitFor('the first poll tick', () => lastTickAt(e, 'cyclone:poll') ?? undefined, 5_000, 20);
   return at.getTime();
 }
 
@@ -62,7 +62,7 @@ describe('wake-ups', () => {
       await sleep(100);
     }
     // No poll tick happened meanwhile: the wake-ups came over LISTEN.
-    expect(env.app.get(WorkerHost).pollLoop.lastTickAt!.getTime()).toBe(pollTick);
+    expect(lastTickAt(env, 'cyclone:poll')!.getTime()).toBe(pollTick);
   });
 
   it('after the LISTEN connection is killed, jobs still complete (polling covers the gap) and the listener reconnects', async () => {
@@ -115,7 +115,7 @@ describe('wake-ups', () => {
     for (const n of [3, 4]) {
       expect(await timeJob(env, n)).toBeLessThan(QUICK_MS);
     }
-    expect(env.app.get(WorkerHost).pollLoop.lastTickAt!.getTime()).toBe(pollTick);
+    expect(lastTickAt(env, 'cyclone:poll')!.getTime()).toBe(pollTick);
   });
 
   describe("an app's own wake-ups", () => {

@@ -14,8 +14,8 @@ import {
   defineWorkflow,
   type StepContext,
   type WorkflowDefinition,
-} from '../libs/cyclone/src/index.js';
-import { CycloneTestEnv, type CycloneTestEnvOptions } from '../libs/cyclone/src/testing/index.js';
+} from 'cyclone-nestjs';
+import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testing';
 import { countRows, expectCycloneError, expectRejectedWritingNothing } from './support/e2e-helpers.js';
 import { stateOf, untilStates } from './support/node-states.js';
 

@@ -7,9 +7,9 @@ import {
   defineWorkflow,
   type StepContext,
   type StepInfo,
-} from '../libs/cyclone/src/index.js';
+} from 'cyclone-nestjs';
 import { TimerSweeper, type TimerOutcome } from '../libs/cyclone/src/maintenance/timer.sweeper.js';
-import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { eventually, expectCycloneError, sleep } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, query, testEnvs } from './support/handler-probe.js';
 

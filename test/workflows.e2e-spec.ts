@@ -10,8 +10,8 @@ import {
   UnknownSignalError,
   defineWorkflow,
   type StepContext,
-} from '../libs/cyclone/src/index.js';
-import type { CycloneTestEnv } from '../libs/cyclone/src/testing/index.js';
+} from 'cyclone-nestjs';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, testEnvs } from './support/handler-probe.js';
 import { stateOf, untilStates } from './support/node-states.js';

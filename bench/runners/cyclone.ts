@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { CycloneClient, CycloneModule, Step, WorkerHost, type StepContext } from '../../libs/cyclone/src/index.js';
+import { CycloneClient, CycloneModule, CycloneStats, Step, type StepContext } from 'cyclone-nestjs';
 import {
   JOB_KIND,
   cyclonePoolSize,
@@ -45,7 +45,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
 
   const app = await NestFactory.createApplicationContext(BenchModule, { logger: ['error', 'warn'] });
   const client = app.get(CycloneClient);
-  const host = app.get(WorkerHost);
+  const stats = app.get(CycloneStats);
   return {
     enqueue: async (payload) => {
       await client.enqueue(JOB_KIND, payload);
@@ -53,7 +53,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
     enqueueMany: async (payloads) => {
       await client.enqueueMany(JOB_KIND, payloads);
     },
-    owner: () => host.owner,
+    owner: () => stats.clientId,
     stop: () => app.close(),
   };
 }

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { PermanentError, Step, defineStep, type StepContext } from '../../libs/cyclone/src/index.js';
+import { PermanentError, Step, defineStep, type StepContext } from 'cyclone-nestjs';
 
 export interface EmailInput {
   to: string;

@@ -1,6 +1,6 @@
 import { Controller, Get } from '@nestjs/common';
 import { HealthCheck, HealthCheckService } from '@nestjs/terminus';
-import { CycloneHealthIndicator } from '../../libs/cyclone/src/health/index.js';
+import { CycloneHealthIndicator } from 'cyclone-nestjs/health';
 
 @Controller('health')
 export class HealthController {

@@ -1,5 +1,5 @@
 import { BadRequestException, Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
-import { CycloneClient } from '../../libs/cyclone/src/index.js';
+import { CycloneClient } from 'cyclone-nestjs';
 import { Onboarding, type Approval, type OnboardingInput } from './onboarding.workflow.js';
 
 @Controller('onboarding')

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Step, type StepContext } from '../../libs/cyclone/src/index.js';
+import { Step, type StepContext } from 'cyclone-nestjs';
 import {
   FetchProfile,
   ScoreProfile,

@@ -1,4 +1,4 @@
-import { defineStep, defineWorkflow } from '../../libs/cyclone/src/index.js';
+import { defineStep, defineWorkflow } from 'cyclone-nestjs';
 
 export interface OnboardingInput {
   userId: number;

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { CycloneClient, Step, defineStep, type StepContext } from '../../libs/cyclone/src/index.js';
+import { CycloneClient, Step, defineStep, type StepContext } from 'cyclone-nestjs';
 import { SendEmail } from '../emails/email.steps.js';
 
 export interface ReportInput {

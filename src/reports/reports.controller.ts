@@ -1,5 +1,5 @@
 import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
-import { CycloneClient } from '../../libs/cyclone/src/index.js';
+import { CycloneClient } from 'cyclone-nestjs';
 import { BuildReport, type ReportInput } from './report.steps.js';
 
 @Controller('reports')

@@ -1,5 +1,5 @@
 import { ConflictException, Injectable, type OnModuleInit } from '@nestjs/common';
-import { CycloneClient, CycloneDatabase } from '../../libs/cyclone/src/index.js';
+import { CycloneClient, CycloneDatabase } from 'cyclone-nestjs';
 import { SendEmail } from '../emails/email.steps.js';
 
 export interface User {

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CycloneDatabase, Step, type StepContext } from '../../libs/cyclone/src/index.js';
+import { CycloneDatabase, Step, type StepContext } from 'cyclone-nestjs';
 
 /**
  * The step the crash and fault tests run, in worker processes and in-process.
@@ -67,7 +67,7 @@ export class CrashSteps {
 
   @Step(CRASH_KIND)
   async apply(input: CrashInput, ctx: StepContext): Promise<CrashOutput> {
-    const { rows } = await this.database.query<{ id: string }>(
+    const { rows } = await this.database.pool.query<{ id: string }>(
       `INSERT INTO crash_invocations (run_id, attempt, reclaims, fencing_token, pid)
        VALUES ($1, $2, $3, $4, $5) RETURNING id`,
       [ctx.runId, ctx.attempt, ctx.reclaims, ctx.fencingToken, process.pid],
@@ -78,9 +78,9 @@ export class CrashSteps {
     // and the fence, not its manners, must stop it.
     const ms = input.ms ?? 100 + Math.floor(Math.random() * 300);
     await sleep(Math.round(ms * EFFECT_AT));
-    const { rowCount } = await this.database.query(APPLY_EFFECT, [ctx.runId, ctx.fencingToken, process.pid]);
+    const { rowCount } = await this.database.pool.query(APPLY_EFFECT, [ctx.runId, ctx.fencingToken, process.pid]);
     const applied = rowCount === 1;
-    await this.database.query('UPDATE crash_invocations SET effect = $2 WHERE id = $1', [
+    await this.database.pool.query('UPDATE crash_invocations SET effect = $2 WHERE id = $1', [
       rows[0].id,
       applied ? 'applied' : 'fenced',
     ]);

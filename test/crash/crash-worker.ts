@@ -13,7 +13,7 @@
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { CycloneModule, WorkerHost } from '../../libs/cyclone/src/index.js';
+import { CycloneModule, CycloneStats } from 'cyclone-nestjs';
 import { CrashSteps } from './crash-steps.js';
 
 const url = process.env.CRASH_DATABASE_URL;
@@ -40,7 +40,7 @@ class CrashWorkerModule {}
 async function main(): Promise<void> {
   process.on('disconnect', () => process.exit(0));
   const app = await NestFactory.createApplicationContext(CrashWorkerModule, { logger: ['error', 'warn'] });
-  process.send?.({ type: 'ready', pid: process.pid, owner: app.get(WorkerHost).owner });
+  process.send?.({ type: 'ready', pid: process.pid, owner: app.get(CycloneStats).clientId });
 }
 
 main().catch((err: unknown) => {

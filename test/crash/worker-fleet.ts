@@ -51,7 +51,7 @@ export class WorkerFleet {
       throw new Error(`${WORKER_SCRIPT} is missing: run the tests with \`npm test\`, whose pretest compiles into .build.`);
     }
     const newest = Math.max(
-      ...['libs/cyclone/src', 'migrations', 'test/crash'].flatMap((dir) => sourceTimes(join(ROOT, dir))),
+      ...['libs/cyclone/src', 'libs/cyclone/sql', 'libs/cyclone/migrations', 'test/crash'].flatMap((dir) => sourceTimes(join(ROOT, dir))),
     );
     if (newest > built) {
       throw new Error(

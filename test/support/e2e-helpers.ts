@@ -1,6 +1,6 @@
 import { expect } from '@jest/globals';
-import type { CycloneTestEnv } from '../../libs/cyclone/src/testing/index.js';
-import { CycloneError } from '../../libs/cyclone/src/index.js';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { CycloneError } from 'cyclone-nestjs';
 
 /** How many runs and steps the environment's database holds. */
 export async function countRows(env: CycloneTestEnv): Promise<{ runs: number; steps: number }> {

@@ -1,8 +1,8 @@
-import { CycloneDatabase, WorkerHost, type StepContext } from '../../libs/cyclone/src/index.js';
+import { CycloneDatabase, CycloneStats, type StepContext } from 'cyclone-nestjs';
 import { CLAIM_STEPS } from '../../libs/cyclone/src/sql/claim.sql.js';
 import { afterEach } from '@jest/globals';
 import type { Provider } from '@nestjs/common';
-import { CycloneTestEnv, type CycloneTestEnvOptions } from '../../libs/cyclone/src/testing/index.js';
+import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testing';
 import { eventually } from './e2e-helpers.js';
 
 /** One call of a probed handler: what its context said, and what happened to its signal. */
@@ -173,7 +173,7 @@ export async function query<R extends Record<string, any> = Record<string, any>>
   text: string,
   values?: unknown[],
 ): Promise<R[]> {
-  return (await env.app.get(CycloneDatabase).query<R>(text, values)).rows;
+  return (await env.app.get(CycloneDatabase).pool.query<R>(text, values)).rows;
 }
 
 /**
@@ -187,14 +187,31 @@ export async function claimAsDeadWorker(
   opts: { limit?: number; leaseTtlMs?: number; owner?: string; queue?: string } = {},
 ): Promise<{ id: string; run_id: string; lease_generation: string }[]> {
   const { limit = 1_000, leaseTtlMs = 1, owner = 'dead-worker', queue = 'default' } = opts;
-  return query(env, CLAIM_STEPS, [queue, kinds, limit, owner, leaseTtlMs]);
+  return (await env.app.get(CycloneDatabase).query(CLAIM_STEPS, [queue, kinds, limit, owner, leaseTtlMs])).rows;
 }
 
 /** Waits for the environment's poll loop to finish its first tick (the one at startup). */
+/**
+ * Waits for the ticks an environment runs at startup: the poll (with
+ * workers) and the recovery sweep. With POLLING_OFF the next ones come a
+ * minute later.
+ */
 export async function firstPollTick(env: CycloneTestEnv): Promise<void> {
-  const loop = env.app.get(WorkerHost).pollLoop;
-  await eventually(async () => loop.lastTickAt ?? undefined, 10_000, 'the first poll tick');
+  const atStartup = env.app.get(CycloneStats).runsWorkers ? ['cyclone:poll', 'cyclone:recovery'] : ['cyclone:recovery'];
+  await eventually(
+    async () => (atStartup.every((loop) => lastTickAt(env, loop) !== null) ? true : undefined),
+    10_000,
+    `the first ticks of ${atStartup.join(' and ')}`,
+  );
 }
+
+/** When the environment's loop of that name last finished a tick. */
+export function lastTickAt(env: CycloneTestEnv, loop: string): Date | null {
+  return env.app.get(CycloneStats).loopStates().find((state) => state.name === loop)?.lastTickAt ?? null;
+}
+
+/** The client id an environment's workers take leases in. */
+export const ownerOf = (env: CycloneTestEnv): string => env.app.get(CycloneStats).clientId;
 
 /**
  * Environments for one test file: `createEnv` starts one with `providers`,

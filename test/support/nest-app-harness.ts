@@ -1,7 +1,7 @@
 import type { DynamicModule, INestApplicationContext, LoggerService, LogLevel, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
-import { TestDatabase } from '../../libs/cyclone/src/testing/index.js';
+import { TestDatabase } from 'cyclone-nestjs/testing';
 
 /** The server the jest global setup started (or the one the environment gave). */
 export function testServerUrl(): string {

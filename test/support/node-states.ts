@@ -1,4 +1,4 @@
-import type { CycloneTestEnv } from '../../libs/cyclone/src/testing/index.js';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { eventually } from './e2e-helpers.js';
 
 /** Each node of a run and its state, as `listSteps` reports them. */

@@ -6,11 +6,6 @@ export const STEP_METADATA = 'cyclone:step';
 /** Metadata key set on a class with at least one `@Step` method, so discovery can skip the rest. */
 export const STEP_HOST_METADATA = 'cyclone:step-host';
 
-/** NOTIFY channel that wakes the workers of a queue; the payload is the queue name. */
-export const WAKE_CHANNEL = 'cyclone_wake';
-/** NOTIFY channel that tells `result()` waiters a run has finished; the payload is the run id. */
-export const RUN_FINISHED_CHANNEL = 'cyclone_run_finished';
-
 export const DEFAULT_QUEUE = 'default';
 export const DEFAULT_WORKERS = 10;
 export const DEFAULT_MAX_ATTEMPTS = 5;

@@ -68,7 +68,30 @@ export const messages = {
   signalRefused: (runId: string, signal: string, why: string) => `Signal "${signal}" to run ${runId} was refused: ${why}.`,
   schemaMissing: (missing: number[]) =>
     `Cyclone's schema is not up to date: migrations ${missing.join(', ')} have not been applied. ` +
-    `Run them (migrationsRun: true, or add CYCLONE_MIGRATIONS to your DataSource), or print the SQL with \`npm run migrations:sql\`.`,
+    'Apply them with `npx cyclone migrate` (or migrationsRun: true, or CYCLONE_MIGRATIONS in your DataSource), ' +
+    'or print their SQL with `npx cyclone migrate --dry-run`.',
+  schemaFromOtherVersion: (versions: number[]) =>
+    `The database records Cyclone migrations that this version of cyclone-nestjs does not ship (${versions.join(', ')}): ` +
+    'another version migrated it. Run the version that did, or, for a development database, drop the cyclone_* tables and start again.',
+  missingDependency: (packageName: string, feature: string) =>
+    `${feature} needs the package ${packageName}, which is not installed. Install it with \`npm install ${packageName}\`.`,
+  embeddedPortInUse: (port: number) =>
+    `The embedded PostgreSQL cannot listen on port ${port}: another process holds it (a second app, another ` +
+    'PostgreSQL, or a server left behind by a crash). Stop that process, or choose another port with CYCLONE_EMBEDDED_PORT, ' +
+    'or give Cyclone a database with CYCLONE_DATABASE_URL.',
+  embeddedDirInUse: (dir: string, pid: number, port: string | undefined) =>
+    `The embedded PostgreSQL's data directory ${dir} is in use by a running server (pid ${pid}` +
+    `${port ? `, port ${port}` : ''}), probably left behind by an earlier process. Stop it with \`kill ${pid}\`, ` +
+    'or use another directory with CYCLONE_EMBEDDED_DIR.',
+  importedTwice: (importers: string[]) =>
+    `CycloneModule.forRoot() is imported more than once${importers.length > 0 ? ` (by ${importers.join(', ')})` : ''}. ` +
+    'The import that started first runs the workers and maintenance loops with its options; the others only provide ' +
+    'a CycloneClient. Import CycloneModule.forRoot() once, in the root module: it is global, so every module can inject CycloneClient.',
+  noShutdownHooks: () =>
+    'This app runs Cyclone workers but no shutdown hooks are enabled: on SIGTERM the process ends at once and its ' +
+    "running steps are re-run only after their lease expires. Call app.enableShutdownHooks() so they finish or are handed back.",
+  embeddedFailed: (step: string, output: string) =>
+    `The embedded PostgreSQL failed to ${step}${output ? `. The server said: ${output}` : ' and said nothing.'}`,
 };
 
 function describe(value: unknown): string {

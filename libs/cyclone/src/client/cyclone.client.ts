@@ -14,11 +14,14 @@ import { RunFailedError } from '../errors/run-failed.error.js';
 import { RunNotFoundError } from '../errors/run-not-found.error.js';
 import { StepNotFoundError } from '../errors/step-not-found.error.js';
 import type { EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
-import type { RunInfo, RunState, StepInfo } from '../interfaces/run-info.interface.js';
+import type { ErrorKind, RunInfo, RunState, StepInfo } from '../interfaces/run-info.interface.js';
 import type { ResolvedOptions } from '../module/resolved-options.js';
 import type { StepInput, StepOutput, StepRef } from '../steps/define-step.js';
 import { StepRegistry } from '../steps/step-registry.js';
-import { NotificationListener } from '../worker/notification-listener.js';
+import { NotificationListener } from '../notifications/notification-listener.js';
+import { WakePublisher } from '../notifications/wake-publisher.js';
+import type { Statement } from '../database/statement.js';
+import type pg from 'pg';
 import { ENQUEUE_JOB, FIND_UNIQUE_HOLDER } from '../sql/enqueue.sql.js';
 import {
   PAUSED_QUEUES,
@@ -47,11 +50,11 @@ import { EnqueueBatcher } from './enqueue-batcher.js';
 import { enqueueJobValues, jobParams, type JobParams } from './job-params.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
-import { WakePublisher } from './wake-publisher.js';
 import { uuid7 } from '../common/uuid7.js';
 
 type Kind = string | StepRef<any, any>;
-type Query = (sql: string, values: unknown[]) => Promise<Record<string, any>[]>;
+/** Runs a statement where the call belongs: on the pool, or in a caller's transaction. */
+type Query = <P extends readonly unknown[], R extends pg.QueryResultRow>(stmt: Statement<P, R>, params: P) => Promise<R[]>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** SQLSTATE of a unique violation: a retried run whose key another run took meanwhile. */
@@ -113,7 +116,7 @@ export class CycloneClient {
     const runner = 'manager' in tx && 'isTransactionActive' in tx ? tx : (tx as EntityManager).queryRunner;
     if (!runner?.isTransactionActive) throw new NotInTransactionError();
     const [params, json] = this.prepare(kind, input, opts);
-    const { id } = await this.insertJob(params, json, true, (sql, values) => runner.query(sql, values));
+    const { id } = await this.insertJob(params, json, true, (stmt, values) => runner.query(stmt.text, [...values]));
     return id;
   }
 
@@ -169,7 +172,7 @@ export class CycloneClient {
             runId,
             rows
               .filter((r) => r.step_state === 'discarded')
-              .map((r) => ({ nodeId: r.node_id, error: r.error, errorKind: r.error_kind })),
+              .map((r) => ({ nodeId: r.node_id, error: r.error, errorKind: r.error_kind as ErrorKind | null })),
           );
         case 'cancelled':
           throw new RunCancelledError(runId);
@@ -204,7 +207,7 @@ export class CycloneClient {
    */
   async cancel(runId: string): Promise<boolean> {
     const { rows } = await this.database.query(CANCEL_RUN, [checkRunId(runId)]);
-    const previous = rows[0].previous as RunState | null;
+    const previous = rows[0].previous;
     if (previous === null) throw new RunNotFoundError(runId);
     return previous !== 'completed' && previous !== 'cancelled';
   }
@@ -235,7 +238,7 @@ export class CycloneClient {
     const uniqueKey = opts.unique !== undefined ? checkName(opts.unique, 'unique') : null;
     const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
     const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
-    const values = [
+    const { rows } = await this.database.query(START_WORKFLOW, [
       uuid7(),
       compiled.name,
       JSON.stringify(compiled.graph),
@@ -244,8 +247,7 @@ export class CycloneClient {
       uniqueKey,
       retentionMs,
       JSON.stringify(compiled.nodes),
-    ];
-    const { rows } = await this.database.query(START_WORKFLOW, values);
+    ]);
     if (rows[0].id !== null) return rows[0].id;
     return this.heldBy(uniqueKey!, this.pooled, () => this.start(workflow, input, opts));
   }
@@ -263,7 +265,7 @@ export class CycloneClient {
     checkName(name, 'signal');
     const payloadJson = toJson(payload, 'signal payload', this.options.maxPayloadBytes);
     const { rows } = await this.database.query(SIGNAL_RUN, [runId, name, payloadJson]);
-    const outcome = rows[0].outcome as string;
+    const outcome = rows[0].outcome;
     switch (outcome) {
       case 'delivered':
         return true;
@@ -306,9 +308,9 @@ export class CycloneClient {
   }
 
   /** Runs a pause or resume; returns the run's state before it. */
-  private async steer(sql: string, runId: string): Promise<RunState> {
-    const { rows } = await this.database.query(sql, [checkRunId(runId)]);
-    const previous = rows[0].previous as RunState | null;
+  private async steer(stmt: Statement<[runId: string], { previous: RunState | null }>, runId: string): Promise<RunState> {
+    const { rows } = await this.database.query(stmt, [checkRunId(runId)]);
+    const previous = rows[0].previous;
     if (previous === null) throw new RunNotFoundError(runId);
     return previous;
   }
@@ -330,7 +332,7 @@ export class CycloneClient {
 
   /** The queues paused with pauseQueue. */
   async pausedQueues(): Promise<string[]> {
-    const { rows } = await this.database.query<{ queue: string }>(PAUSED_QUEUES);
+    const { rows } = await this.database.query(PAUSED_QUEUES, []);
     return rows.map((r) => r.queue);
   }
 
@@ -342,14 +344,14 @@ export class CycloneClient {
   private async reopen(runId: string, nodeId: string | null): Promise<number> {
     try {
       const { rows } = await this.database.query(RETRY_STEPS, [checkRunId(runId), nodeId]);
-      const reopened = rows[0].reopened as number;
+      const reopened = rows[0].reopened;
       if (reopened < 0) throw new RunNotFoundError(runId);
       return reopened;
     } catch (err) {
       if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err;
       // The run's unique key was taken by a newer run while this one was failed.
       const run = await this.getRun(runId);
-      const { rows } = await this.database.query(FIND_UNIQUE_HOLDER, [run.uniqueKey]);
+      const { rows } = await this.database.query(FIND_UNIQUE_HOLDER, [run.uniqueKey ?? '']);
       throw new DuplicateError(rows[0]?.id ?? 'unknown', run.uniqueKey ?? '');
     }
   }
@@ -385,7 +387,7 @@ export class CycloneClient {
   }
 
   /** Runs a statement on the pool; the Query of calls outside a caller's transaction. */
-  private readonly pooled: Query = async (sql, values) => (await this.database.query(sql, values)).rows;
+  private readonly pooled: Query = async (stmt, params) => (await this.database.query(stmt, params)).rows;
 }
 
 function kindOf(kind: Kind): string {
@@ -397,6 +399,6 @@ function checkRunId(runId: string): string {
   return runId;
 }
 
-function sinkOutputs(rows: Record<string, any>[]): Record<string, unknown> {
+function sinkOutputs(rows: { sink: boolean; node_id: string; output: unknown }[]): Record<string, unknown> {
   return Object.fromEntries(rows.filter((r) => r.sink).map((r) => [r.node_id, r.output]));
 }

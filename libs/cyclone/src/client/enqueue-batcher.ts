@@ -2,7 +2,7 @@ import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { StatementBatcher } from '../database/statement-batcher.js';
 import { ENQUEUE_JOBS } from '../sql/enqueue.sql.js';
 import { enqueueJobsValues, type NewJob } from './job-params.js';
-import type { WakePublisher } from './wake-publisher.js';
+import type { WakePublisher } from '../notifications/wake-publisher.js';
 
 /** More than this many enqueues wait for the next statement. */
 const MAX_BATCH = 1000;
@@ -32,7 +32,7 @@ export class EnqueueBatcher {
 
   /** Inserts jobs in one statement and wakes the queues that have one due now. */
   async insert(jobs: NewJob[]): Promise<void> {
-    const { rows } = await this.database.query<{ queue: string }>(ENQUEUE_JOBS, enqueueJobsValues(jobs), 'cyclone_enqueue_jobs');
+    const { rows } = await this.database.query(ENQUEUE_JOBS, enqueueJobsValues(jobs));
     for (const { queue } of rows) this.wakes.wake(queue);
   }
 }

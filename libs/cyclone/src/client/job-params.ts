@@ -13,6 +13,8 @@ import { ENQUEUE_OPTION_NAMES, type EnqueueOptions } from '../interfaces/enqueue
 import type { RegisteredStep } from '../steps/registered-step.js';
 import type { ResolvedOptions } from '../module/resolved-options.js';
 import { uuid7 } from '../common/uuid7.js';
+import type { StatementParams } from '../database/statement.js';
+import type { ENQUEUE_JOB, ENQUEUE_JOBS } from '../sql/enqueue.sql.js';
 
 /** A standalone job's row values: enqueue options over step defaults over module defaults. */
 export interface JobParams {
@@ -65,7 +67,7 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
 }
 
 /** Parameters of ENQUEUE_JOB for one job. */
-export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolean): unknown[] {
+export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolean): StatementParams<typeof ENQUEUE_JOB> {
   return [
     uuid7(),
     p.kind,
@@ -91,7 +93,7 @@ export interface NewJob {
 }
 
 /** Parameters of ENQUEUE_JOBS: one array per column. */
-export function enqueueJobsValues(jobs: NewJob[]): unknown[] {
+export function enqueueJobsValues(jobs: NewJob[]): StatementParams<typeof ENQUEUE_JOBS> {
   return [
     jobs.map((j) => j.runId),
     jobs.map((j) => j.params.kind),

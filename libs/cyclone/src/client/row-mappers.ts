@@ -1,11 +1,12 @@
-import type { ErrorKind, NodeType, RunInfo, RunState, StepInfo, StepState } from '../interfaces/run-info.interface.js';
+import type { ErrorKind, NodeType, RunInfo, StepInfo } from '../interfaces/run-info.interface.js';
+import type { RunRow, StepRow } from '../sql/runs.sql.js';
 
-export function toRunInfo(row: Record<string, any>): RunInfo {
+export function toRunInfo(row: RunRow): RunInfo {
   return {
     id: row.id,
     kind: row.kind,
     workflow: row.workflow,
-    state: row.state as RunState,
+    state: row.state,
     queue: row.queue,
     input: row.input,
     uniqueKey: row.unique_key,
@@ -15,7 +16,7 @@ export function toRunInfo(row: Record<string, any>): RunInfo {
   };
 }
 
-export function toStepInfo(row: Record<string, any>): StepInfo {
+export function toStepInfo(row: StepRow): StepInfo {
   return {
     id: String(row.id),
     runId: row.run_id,
@@ -23,7 +24,7 @@ export function toStepInfo(row: Record<string, any>): StepInfo {
     kind: row.kind,
     type: row.node_type as NodeType,
     after: row.depends_on,
-    state: row.state as StepState,
+    state: row.state,
     queue: row.queue,
     priority: row.priority,
     attempt: row.attempt,

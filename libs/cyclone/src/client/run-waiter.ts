@@ -1,7 +1,7 @@
-import { RUN_FINISHED_CHANNEL } from '../cyclone.constants.js';
+import { RUN_FINISHED_CHANNEL } from '../sql/names.js';
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { WATCH_RUN } from '../sql/runs.sql.js';
-import type { NotificationListener } from '../worker/notification-listener.js';
+import type { NotificationListener } from '../notifications/notification-listener.js';
 
 /** Fallback poll while waiting for a run, for when a NOTIFY is lost. */
 const POLL_MIN_MS = 200;

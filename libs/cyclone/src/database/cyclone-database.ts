@@ -1,12 +1,15 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import pg from 'pg';
+import type pg from 'pg';
 import type { EmbeddedDatabase } from './embedded-database.js';
+import { execute, type Statement } from './statement.js';
 
 /**
  * Cyclone's access to PostgreSQL. Runtime statements go straight to the `pg`
  * pool behind the TypeORM DataSource: the hot paths (claim, complete,
  * heartbeat) need neither entities nor a query runner per call.
+ * `dataSource` is the app's own when it gave one, else the one Cyclone
+ * opened, for the app's transactions with `enqueueTx`.
  */
 export class CycloneDatabase implements OnApplicationShutdown {
   private readonly logger = new Logger('Cyclone');
@@ -19,17 +22,12 @@ export class CycloneDatabase implements OnApplicationShutdown {
     private readonly embedded?: EmbeddedDatabase,
   ) {}
 
-  /**
-   * Runs one statement on a pooled connection. A `name` makes it a prepared
-   * statement, parsed and planned once per connection: for the hot paths
-   * (claim, complete, enqueue, heartbeat), which run thousands of times.
-   */
-  async query<R extends pg.QueryResultRow = Record<string, any>>(
-    text: string,
-    values?: unknown[],
-    name?: string,
+  /** Runs one statement on a pooled connection. */
+  query<P extends readonly unknown[], R extends pg.QueryResultRow>(
+    stmt: Statement<P, R>,
+    params: P,
   ): Promise<pg.QueryResult<R>> {
-    return name ? this.pool.query<R>({ name, text, values }) : this.pool.query<R>(text, values);
+    return execute(this.pool, stmt, params);
   }
 
   /** Connection settings for a dedicated client, such as the LISTEN connection. */
@@ -39,7 +37,8 @@ export class CycloneDatabase implements OnApplicationShutdown {
 
   /**
    * Closes what Cyclone opened. Runs after every `onModuleDestroy`, so workers
-   * have drained and handed their steps back over a still-open pool.
+   * have drained and handed their steps back over a still-open pool, and only
+   * then does an embedded server stop.
    */
   async onApplicationShutdown(): Promise<void> {
     if (!this.owned) return;

@@ -1,10 +1,11 @@
 import { Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import type pg from 'pg';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import type { ResolvedOptions } from '../module/resolved-options.js';
 import { CycloneDatabase } from './cyclone-database.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './embedded-database.js';
-import { migrate } from './migrator.js';
+import { migrateOnStartup } from '../schema/migrator.js';
 
 const logger = new Logger('Cyclone');
 
@@ -51,7 +52,9 @@ export async function createCycloneDatabase(options: ResolvedOptions): Promise<C
     database = new CycloneDatabase(dataSource, poolOf(dataSource), true, embedded);
   }
   try {
-    await migrate(database, options.migrationsRun);
+    for (const migration of await migrateOnStartup(database.pool, options.migrationsRun)) {
+      logger.log(`Applied migration ${migration.name}`);
+    }
   } catch (err) {
     await database.onApplicationShutdown();
     throw err;

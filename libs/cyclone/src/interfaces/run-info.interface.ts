@@ -1,19 +1,6 @@
-export type RunState = 'running' | 'paused' | 'completed' | 'failed' | 'cancelled';
+import type { ErrorKind, NodeType, RunState, StepState } from '../sql/names.js';
 
-export type StepState =
-  | 'pending'
-  | 'available'
-  | 'running'
-  | 'waiting_signal'
-  | 'waiting_timer'
-  | 'paused'
-  | 'completed'
-  | 'discarded'
-  | 'cancelled';
-
-export type NodeType = 'step' | 'signal' | 'sleep';
-
-export type ErrorKind = 'error' | 'timeout' | 'permanent' | 'reclaim_limit' | 'signal_timeout';
+export type { ErrorKind, NodeType, RunState, StepState };
 
 export interface RunInfo {
   id: string;

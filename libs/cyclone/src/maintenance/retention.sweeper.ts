@@ -3,16 +3,15 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import { CYCLONE_SCHEDULER, RETENTION_BATCH, RETENTION_INTERVAL_MS } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { DELETE_EXPIRED_RUNS } from '../sql/retention.sql.js';
-import { Loop } from './loop.js';
+import { Loop } from '../common/loop.js';
+import type { MaintenanceService } from './maintenance-service.js';
 
-/**
- * Deletes finished runs past their retention, on every client; replicas share
- * the work. Its loop is started and stopped by the WorkerHost with the others.
- */
+/** Deletes finished runs past their retention, on every client; replicas share the work. */
 @Injectable()
-export class RetentionSweeper {
+export class RetentionSweeper implements MaintenanceService {
   private readonly logger = new Logger('Cyclone');
   readonly loop: Loop;
+  readonly runsAtStartup = false;
 
   constructor(
     private readonly database: CycloneDatabase,

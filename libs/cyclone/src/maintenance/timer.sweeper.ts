@@ -4,7 +4,8 @@ import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import type { ResolvedOptions } from '../module/resolved-options.js';
 import { DUE_TIMERS, FIRE_TIMER } from '../sql/timers.sql.js';
-import { Loop } from './loop.js';
+import { Loop } from '../common/loop.js';
+import type { MaintenanceService } from './maintenance-service.js';
 
 /** At most this many timers a pass, so one pass stays short. */
 const TIMER_BATCH = 100;
@@ -20,9 +21,10 @@ export type TimerOutcome = 'slept' | 'signal_timeout' | 'continued';
  * the same moment, apply one outcome.
  */
 @Injectable()
-export class TimerSweeper {
+export class TimerSweeper implements MaintenanceService {
   private readonly logger = new Logger('Cyclone');
   readonly loop: Loop;
+  readonly runsAtStartup = false;
 
   constructor(
     private readonly database: CycloneDatabase,
@@ -35,11 +37,11 @@ export class TimerSweeper {
 
   /** One pass; returns what each timer it fired did. */
   async fire(): Promise<TimerOutcome[]> {
-    const { rows } = await this.database.query<{ id: string }>(DUE_TIMERS, [TIMER_BATCH]);
+    const { rows } = await this.database.query(DUE_TIMERS, [TIMER_BATCH]);
     const outcomes: TimerOutcome[] = [];
     for (const { id } of rows) {
       const { rows: fired } = await this.database.query(FIRE_TIMER, [id]);
-      const outcome = fired[0].outcome as TimerOutcome | null;
+      const outcome = fired[0].outcome;
       if (outcome) outcomes.push(outcome);
     }
     if (outcomes.length > 0) this.logger.debug(`Timers fired: ${outcomes.join(', ')}`);

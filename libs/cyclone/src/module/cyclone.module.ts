@@ -2,19 +2,22 @@ import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { CycloneClient } from '../client/cyclone.client.js';
-import { WakePublisher } from '../client/wake-publisher.js';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { createCycloneDatabase } from '../database/database.factory.js';
+import { StepExplorer } from '../discovery/step.explorer.js';
 import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import { Maintainer } from '../maintenance/maintainer.js';
 import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
-import { StepExplorer } from '../steps/step.explorer.js';
+import { TimerSweeper } from '../maintenance/timer.sweeper.js';
+import { NotificationListener } from '../notifications/notification-listener.js';
+import { WakePublisher } from '../notifications/wake-publisher.js';
+import { CycloneStats } from '../stats/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
-import { NotificationListener } from '../worker/notification-listener.js';
 import { WorkerHost } from '../worker/worker-host.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
-import { TimerSweeper } from '../maintenance/timer.sweeper.js';
+import { CycloneInstance } from './cyclone-instance.js';
 import { CYCLONE_MODULE_OPTIONS, CycloneConfigurableModule } from './cyclone.module-definition.js';
 import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
 
@@ -22,6 +25,12 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
  * Durable jobs in the app's PostgreSQL. `CycloneModule.forRoot(options)` or
  * `forRootAsync({ imports, inject, useFactory })`; global by default, so
  * `CycloneClient` can be injected anywhere.
+ *
+ * Lifecycle: the database opens (and migrates) while providers are made;
+ * `@Step` handlers and workflows are registered in `onModuleInit`; workers
+ * and maintenance loops start in `onApplicationBootstrap`, once every module
+ * is ready; workers drain in `onModuleDestroy`, while the database is still
+ * open; connections (and an embedded server) close in `onApplicationShutdown`.
  *
  * It does not import `ScheduleModule.forRoot()`: a second copy would run the
  * app's own cron jobs twice. Its loops register in the app's SchedulerRegistry
@@ -45,27 +54,25 @@ import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
       useFactory: (registry?: SchedulerRegistry) => registry ?? new SchedulerRegistry(),
       inject: [{ token: SchedulerRegistry, optional: true }],
     },
+    {
+      provide: CycloneStats,
+      useFactory: (options: ResolvedOptions) => new CycloneStats(options.pollIntervalMs),
+      inject: [CYCLONE_OPTIONS],
+    },
+    CycloneInstance,
     StepRegistry,
     StepExplorer,
     WorkflowRegistry,
-    TimerSweeper,
     NotificationListener,
-    CycloneClient,
     WakePublisher,
-    WorkerHost,
-    RetentionSweeper,
-    RecoverySweeper,
-  ],
-  exports: [
     CycloneClient,
-    CycloneDatabase,
-    StepRegistry,
     WorkerHost,
-    NotificationListener,
-    RetentionSweeper,
     RecoverySweeper,
     TimerSweeper,
-    CYCLONE_OPTIONS,
+    RetentionSweeper,
+    Maintainer,
   ],
+  // What apps call. The health and metrics modules read CycloneStats.
+  exports: [CycloneClient, CycloneDatabase, CycloneStats],
 })
 export class CycloneModule extends CycloneConfigurableModule {}

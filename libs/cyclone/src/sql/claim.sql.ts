@@ -1,3 +1,20 @@
+import { statement } from '../database/statement.js';
+
+/** A row returned by the claim: what a worker needs to run one attempt. */
+export interface ClaimedStep {
+  id: string;
+  run_id: string;
+  node_id: string;
+  kind: string;
+  attempt: number;
+  max_attempts: number;
+  reclaims: number;
+  lease_generation: string;
+  timeout_ms: string | null;
+  input: unknown;
+  upstream: Record<string, unknown> | null;
+}
+
 /**
  * The claim: one statement for as many steps as the worker has free slots.
  * SKIP LOCKED lets many workers claim side by side without waiting on each
@@ -5,11 +22,13 @@
  * bumped so that every later write of this worker can compare-and-set on it.
  * Upstream outputs are read only for workflow nodes that have upstreams. A
  * paused queue (pauseQueue) claims nothing, on every client.
- *
- * $1 queue, $2 kinds this client handles, $3 free slots, $4 lease owner,
- * $5 lease TTL ms.
  */
-export const CLAIM_STEPS = /* sql */ `
+export const CLAIM_STEPS = statement<
+  [queue: string, kinds: string[], limit: number, owner: string, leaseTtlMs: number],
+  ClaimedStep
+>(
+  'cyclone_claim_steps',
+  /* sql */ `
 WITH picked AS (
   SELECT id FROM cyclone_steps
    WHERE state = 'available' AND queue = $1 AND kind = ANY ($2::text[]) AND scheduled_at <= now()
@@ -34,4 +53,6 @@ RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclai
           CASE WHEN cardinality(s.depends_on) > 0 THEN
             (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
               WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
-          END AS upstream`;
+          END AS upstream`,
+  { prepared: true },
+);

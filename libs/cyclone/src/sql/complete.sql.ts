@@ -1,15 +1,26 @@
-/**
- * See cyclone_complete_steps in the migrations. Returns the ids it completed.
- * $1 step ids, $2 owner, $3 generations, $4 outputs (JSON texts), same order.
- */
-export const COMPLETE_STEPS = /* sql */ `
-SELECT id FROM cyclone_complete_steps($1::bigint[], $2, $3::bigint[], $4::jsonb[]) AS id`;
+import { statement } from '../database/statement.js';
 
 /**
- * See cyclone_fail_step in the migrations. $1 step id, $2 owner, $3 generation,
- * $4 error message, $5 error kind, $6 retry delay ms.
+ * Completes a batch of one worker's steps; returns the ids it completed
+ * (sql/functions/complete-steps.sql). Arrays in the same order.
  */
-export const FAIL_STEP = /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5, $6) AS state`;
+export const COMPLETE_STEPS = statement<
+  [ids: string[], owner: string, generations: string[], outputs: string[]],
+  { id: string }
+>(
+  'cyclone_complete_steps',
+  /* sql */ `SELECT id FROM cyclone_complete_steps($1::bigint[], $2, $3::bigint[], $4::jsonb[]) AS id`,
+  { prepared: true },
+);
 
-/** See cyclone_snooze_step in the migrations. $1 step id, $2 owner, $3 generation, $4 delay ms. */
-export const SNOOZE_STEP = /* sql */ `SELECT cyclone_snooze_step($1, $2, $3, $4) AS ok`;
+/** A failed attempt: retried after the delay, or discarded (sql/functions/fail-step.sql). */
+export const FAIL_STEP = statement<
+  [id: string, owner: string, generation: string, error: string, errorKind: string, retryDelayMs: number],
+  { state: string | null }
+>('cyclone_fail_step', /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5, $6) AS state`);
+
+/** A snoozed step, available again after the delay (sql/functions/snooze-step.sql). */
+export const SNOOZE_STEP = statement<[id: string, owner: string, generation: string, delayMs: number], { ok: boolean }>(
+  'cyclone_snooze_step',
+  /* sql */ `SELECT cyclone_snooze_step($1, $2, $3, $4) AS ok`,
+);

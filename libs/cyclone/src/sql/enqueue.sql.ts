@@ -1,18 +1,35 @@
+import { statement } from '../database/statement.js';
+
 /**
  * Inserts a standalone job, its run and its one step, in one statement, and
- * says whether the job is due now. With $13 true (inside a caller's
+ * says whether the job is due now. With `notify` (inside a caller's
  * transaction) the statement also sends the queue's wake-up: NOTIFY is
  * delivered on commit, so it goes out only if the business write commits.
  * Otherwise the client publishes the wake-up after the commit, coalesced with
  * others (see WakePublisher). A unique key already held by an unfinished run
  * makes the run insert do nothing (no error that would abort the caller's
  * transaction), and with it the step insert; the statement returns no row.
- *
- * $1 run id, $2 kind, $3 input, $4 queue, $5 unique key, $6 retention ms,
- * $7 priority, $8 max attempts, $9 max reclaims, $10 timeout ms,
- * $11 process-at timestamp, $12 process-in ms, $13 notify in the statement.
  */
-export const ENQUEUE_JOB = /* sql */ `
+export const ENQUEUE_JOB = statement<
+  [
+    runId: string,
+    kind: string,
+    input: string,
+    queue: string,
+    uniqueKey: string | null,
+    retentionMs: number,
+    priority: number,
+    maxAttempts: number,
+    maxReclaims: number | null,
+    timeoutMs: number | null,
+    processAt: Date | null,
+    processInMs: number,
+    notify: boolean,
+  ],
+  { id: string; due: boolean }
+>(
+  'cyclone_enqueue_job',
+  /* sql */ `
 WITH run AS (
   INSERT INTO cyclone_runs (id, kind, input, queue, unique_key, retention)
   VALUES ($1, $2, $3::jsonb, $4, $5, $6 * interval '1 millisecond')
@@ -27,24 +44,42 @@ WITH run AS (
   RETURNING scheduled_at <= now() AS due
 )
 SELECT run.id, step.due, CASE WHEN step.due AND $13 THEN pg_notify('cyclone_wake', run.queue) END AS wake
-  FROM run, step`;
+  FROM run, step`,
+);
 
 /** The run that holds a unique key, read after an insert that did nothing. */
-export const FIND_UNIQUE_HOLDER = /* sql */ `
+export const FIND_UNIQUE_HOLDER = statement<[uniqueKey: string], { id: string }>(
+  'cyclone_find_unique_holder',
+  /* sql */ `
 SELECT id FROM cyclone_runs
- WHERE unique_key = $1 AND state IN ('running', 'paused')`;
+ WHERE unique_key = $1 AND state IN ('running', 'paused')`,
+);
 
 /**
  * Inserts many standalone jobs, of any kinds and options, in one statement:
  * one run and one step per job. Used by enqueueMany, and by enqueue, whose
- * concurrent calls share a statement (see EnqueueBatcher). Returns the queues
- * that have a job due now, for the wake-up.
- *
- * One array per column, same order: $1 run ids, $2 kinds, $3 inputs (JSON
- * texts), $4 queues, $5 retention ms, $6 priorities, $7 max attempts,
- * $8 max reclaims, $9 timeout ms, $10 process-at timestamps, $11 process-in ms.
+ * concurrent calls share a statement (see EnqueueBatcher). One array per
+ * column, in the same order. Returns the queues that have a job due now,
+ * for the wake-up.
  */
-export const ENQUEUE_JOBS = /* sql */ `
+export const ENQUEUE_JOBS = statement<
+  [
+    runIds: string[],
+    kinds: string[],
+    inputs: string[],
+    queues: string[],
+    retentionMs: number[],
+    priorities: number[],
+    maxAttempts: number[],
+    maxReclaims: (number | null)[],
+    timeoutMs: (number | null)[],
+    processAt: (Date | null)[],
+    processInMs: number[],
+  ],
+  { queue: string }
+>(
+  'cyclone_enqueue_jobs',
+  /* sql */ `
 WITH jobs AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[],
                        $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[])
@@ -63,8 +98,12 @@ WITH jobs AS (
     FROM jobs j JOIN runs USING (id)
   RETURNING queue, scheduled_at <= now() AS due
 )
-SELECT DISTINCT queue FROM steps WHERE due`;
+SELECT DISTINCT queue FROM steps WHERE due`,
+  { prepared: true },
+);
 
-/** Wakes the workers of the given queues on every replica. $1 queue names. */
-export const WAKE_QUEUES = /* sql */ `
-SELECT pg_notify('cyclone_wake', queue) FROM unnest($1::text[]) AS queue`;
+/** Wakes the workers of the given queues on every replica. */
+export const WAKE_QUEUES = statement<[queues: string[]]>(
+  'cyclone_wake_queues',
+  /* sql */ `SELECT pg_notify('cyclone_wake', queue) FROM unnest($1::text[]) AS queue`,
+);

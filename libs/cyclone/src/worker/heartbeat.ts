@@ -2,8 +2,8 @@ import type { Logger } from '@nestjs/common';
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import type { AbortReason } from '../errors/step-aborted.error.js';
 import { LEASE_LOSS_REASON, RENEW_LEASE } from '../sql/lease.sql.js';
-import type { ClaimedStep } from './claimed-step.js';
-import type { WorkerStats } from './worker-stats.js';
+import type { ClaimedStep } from '../sql/claim.sql.js';
+import type { CycloneStats } from '../stats/cyclone-stats.js';
 
 /**
  * One claimed step's lease renewal: every leaseTtl/3 with a random first phase
@@ -21,7 +21,7 @@ export class Heartbeat {
     private readonly database: CycloneDatabase,
     private readonly owner: string,
     private readonly leaseTtlMs: number,
-    private readonly stats: WorkerStats,
+    private readonly stats: CycloneStats,
     private readonly logger: Logger,
     private readonly onLost: (reason: AbortReason) => void,
   ) {
@@ -55,7 +55,7 @@ export class Heartbeat {
         this.step.id,
         this.owner,
         this.step.lease_generation,
-      ], 'cyclone_renew_lease');
+      ]);
       if (this.stopped) return;
       if (rowCount === 0) {
         this.stopped = true;
@@ -79,9 +79,7 @@ export class Heartbeat {
 
   private async lossReason(): Promise<AbortReason> {
     const { rows } = await this.database.query(LEASE_LOSS_REASON, [this.step.id]);
-    const row = rows[0] as
-      | { state: string; lease_generation: string; attempt: number; error_kind: string | null; timed_out: boolean }
-      | undefined;
+    const row = rows.at(0);
     if (row?.state === 'cancelled') return 'cancelled';
     // Not claimed again since this worker's claim (a claim bumps the generation).
     if (row?.lease_generation !== this.step.lease_generation) return 'lease_lost';

@@ -1,7 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { CLAIM_STEPS } from '../sql/claim.sql.js';
 import type { StepRegistry } from '../steps/step-registry.js';
-import type { ClaimedStep } from './claimed-step.js';
 import { StepExecution, type ExecutionDeps } from './step-execution.js';
 
 /**
@@ -82,13 +81,13 @@ export class QueueWorker {
   }
 
   private async claim(limit: number): Promise<number> {
-    const { rows } = await this.deps.database.query<ClaimedStep & Record<string, unknown>>(CLAIM_STEPS, [
+    const { rows } = await this.deps.database.query(CLAIM_STEPS, [
       this.queue,
       this.registry.kinds(),
       limit,
       this.deps.owner,
       this.deps.leaseTtlMs,
-    ], 'cyclone_claim_steps');
+    ]);
     for (const row of rows) {
       const execution = new StepExecution(row, this.registry.get(row.kind), this.deps);
       this.running.set(row.id, execution);

@@ -3,7 +3,7 @@ import { toMs, type Duration } from '../common/duration.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import type { StepContext } from '../interfaces/step-context.interface.js';
 import { Snooze } from '../steps/snooze.js';
-import type { ClaimedStep } from './claimed-step.js';
+import type { ClaimedStep } from '../sql/claim.sql.js';
 
 /** The `ctx` a handler receives, built from the claimed row. */
 export class StepContextImpl implements StepContext {

@@ -7,20 +7,20 @@ import type { RegisteredStep } from '../steps/registered-step.js';
 import { Snooze } from '../steps/snooze.js';
 import { FAIL_STEP, SNOOZE_STEP } from '../sql/complete.sql.js';
 import type { CompletionBatcher } from './completion-batcher.js';
-import type { ClaimedStep } from './claimed-step.js';
+import type { ClaimedStep } from '../sql/claim.sql.js';
 import { Heartbeat } from './heartbeat.js';
-import { retryDelay } from './retry-policy.js';
+import { retryDelay } from '../steps/retry-policy.js';
 import { errorMessage } from '../common/error-message.js';
 import { isRejectedData } from '../database/rejected-data.js';
 import { StepContextImpl } from './step-context.js';
-import type { WorkerStats } from './worker-stats.js';
+import type { CycloneStats } from '../stats/cyclone-stats.js';
 
 export interface ExecutionDeps {
   database: CycloneDatabase;
   owner: string;
   leaseTtlMs: number;
   maxPayloadBytes: number;
-  stats: WorkerStats;
+  stats: CycloneStats;
   completions: CompletionBatcher;
 }
 

@@ -1,87 +1,61 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationBootstrap,
-  type OnModuleDestroy,
-} from '@nestjs/common';
-import { ModulesContainer } from '@nestjs/core';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
-import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER, DEFAULT_WORKERS, WAKE_CHANNEL } from '../cyclone.constants.js';
+import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER, DEFAULT_WORKERS } from '../cyclone.constants.js';
+import { messages } from '../cyclone.messages.js';
+import { Loop } from '../common/loop.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import { Loop } from '../maintenance/loop.js';
-import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
-import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
+import { isEmbeddedSignalFallback } from '../database/embedded-database.js';
+import { CycloneInstance } from '../module/cyclone-instance.js';
 import type { ResolvedOptions } from '../module/resolved-options.js';
+import { NotificationListener } from '../notifications/notification-listener.js';
 import { HAND_BACK } from '../sql/lease.sql.js';
+import { WAKE_CHANNEL } from '../sql/names.js';
+import { CycloneStats } from '../stats/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
-import { NotificationListener } from './notification-listener.js';
-import { QueueWorker } from './queue-worker.js';
-import { WorkerStats } from './worker-stats.js';
 import { CompletionBatcher } from './completion-batcher.js';
-import { TimerSweeper } from '../maintenance/timer.sweeper.js';
+import { QueueWorker } from './queue-worker.js';
 
-/** Apps whose workers are already running: a second import of the module must not start more. */
-const startedApps = new WeakSet<ModulesContainer>();
+/** How long after startup the app is checked for shutdown hooks: `enableShutdownHooks()` may come after `init()`. */
+const SHUTDOWN_HOOK_CHECK_MS = 2_000;
 
 /**
- * Runs this client's workers (one QueueWorker per served queue, woken by
- * NOTIFY and by the poll loop) and its maintenance loops: the poll tick with
- * the recovery sweep, timers, and retention. Starts after every module has
- * initialised (so discovery is done) and drains in `onModuleDestroy`, while
- * the database is still open.
+ * Runs this client's workers: one QueueWorker per served queue, woken by
+ * NOTIFY and by the poll loop (the fallback for lost wake-ups). Starts after
+ * every module has initialised (so discovery is done) and drains in
+ * `onModuleDestroy`, while the database is still open.
  */
 @Injectable()
 export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger('Cyclone');
-  readonly owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-  readonly stats = new WorkerStats();
-  readonly workers = new Map<string, QueueWorker>();
-  readonly pollLoop: Loop;
+  private readonly workers = new Map<string, QueueWorker>();
+  private readonly pollLoop: Loop;
   private readonly completions: CompletionBatcher;
   private unsubscribe: (() => void)[] = [];
-  private active = false;
+  private hookCheck?: NodeJS.Timeout;
 
   constructor(
     private readonly database: CycloneDatabase,
     private readonly registry: StepRegistry,
     private readonly listener: NotificationListener,
-    private readonly modules: ModulesContainer,
-    private readonly recovery: RecoverySweeper,
-    private readonly retention: RetentionSweeper,
-    private readonly timers: TimerSweeper,
+    private readonly instance: CycloneInstance,
+    private readonly stats: CycloneStats,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
-    this.completions = new CompletionBatcher(database, this.owner);
+    this.completions = new CompletionBatcher(database, stats.clientId);
     const [min, max] = options.pollIntervalMs;
-    this.pollLoop = new Loop('cyclone:poll', () => min + Math.random() * (max - min), () => this.poll(), scheduler);
+    this.pollLoop = new Loop('cyclone:poll', () => min + Math.random() * (max - min), async () => this.wakeAll(), scheduler);
+    stats.running = () => [...this.workers.values()].reduce((n, w) => n + w.running.size, 0);
   }
 
-  async onApplicationBootstrap(): Promise<void> {
-    await this.listener.start();
-    if (startedApps.has(this.modules)) {
-      this.logger.warn('CycloneModule is imported more than once; workers and sweeps run for the first import only.');
-      return;
-    }
-    startedApps.add(this.modules);
-    this.active = true;
-    // Every client sweeps, enqueue-only ones too: recovery needs no leader.
-    if (this.options.runWorkers) this.startWorkers();
-    this.pollLoop.start(0);
-    this.timers.loop.start();
-    this.retention.loop.start();
-  }
-
-  private startWorkers(): void {
+  onApplicationBootstrap(): void {
+    if (!this.options.runWorkers || !this.instance.isPrimary) return;
     for (const [queue, slots] of this.servedQueues()) {
       this.workers.set(
         queue,
         new QueueWorker(queue, slots, this.registry, {
           database: this.database,
-          owner: this.owner,
+          owner: this.stats.clientId,
           leaseTtlMs: this.options.leaseTtlMs,
           maxPayloadBytes: this.options.maxPayloadBytes,
           stats: this.stats,
@@ -93,10 +67,14 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       this.listener.on(WAKE_CHANNEL, (queue) => this.workers.get(queue)?.wake()),
       this.listener.onReconnect(() => this.wakeAll()),
     );
+    this.stats.servedQueues = new Map([...this.workers.values()].map((w) => [w.queue, w.slots]));
+    this.stats.track(this.pollLoop);
+    this.pollLoop.start(0);
     this.logger.log(
-      `Workers started as ${this.owner}: ` +
+      `Workers started as ${this.stats.clientId}: ` +
         [...this.workers.values()].map((w) => `${w.queue}×${w.slots}`).join(', '),
     );
+    this.hookCheck = setTimeout(() => this.checkShutdownHooks(), SHUTDOWN_HOOK_CHECK_MS).unref();
   }
 
   /**
@@ -105,14 +83,13 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
    * once with nothing counted against them.
    */
   async onModuleDestroy(): Promise<void> {
+    clearTimeout(this.hookCheck);
     for (const fn of this.unsubscribe) fn();
-    if (this.active) {
-      startedApps.delete(this.modules);
-      await Promise.all([this.pollLoop.stop(), this.timers.loop.stop(), this.retention.loop.stop()]);
-      await Promise.all([...this.workers.values()].map((w) => w.stop()));
-      await this.drain();
-    }
-    await this.listener.stop();
+    this.unsubscribe = [];
+    await this.pollLoop.stop();
+    await Promise.all([...this.workers.values()].map((w) => w.stop()));
+    await this.drain();
+    this.instance.release();
   }
 
   private async drain(): Promise<void> {
@@ -133,20 +110,24 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     }
     const { rows } = await this.database.query(HAND_BACK, [
       left.map((e) => e.row.id),
-      this.owner,
+      this.stats.clientId,
       left.map((e) => e.row.lease_generation),
     ]);
     this.logger.warn(`Shutdown: handed back ${rows[0].handed} step(s) that did not finish in time`);
   }
 
-  wakeAll(): void {
+  private wakeAll(): void {
     for (const worker of this.workers.values()) worker.wake();
   }
 
-  /** The poll tick: the fallback for lost wake-ups, then the recovery sweep. */
-  private async poll(): Promise<void> {
-    this.wakeAll();
-    await this.recovery.sweep();
+  /**
+   * Without shutdown hooks a SIGTERM ends the process at once: its running
+   * steps stay claimed until their lease expires. Nest offers no way to ask
+   * whether hooks are enabled, so this looks for anyone listening for SIGTERM.
+   */
+  private checkShutdownHooks(): void {
+    const listeners = process.listeners('SIGTERM').filter((fn) => !isEmbeddedSignalFallback(fn));
+    if (listeners.length === 0 && this.workers.size > 0) this.logger.warn(messages.noShutdownHooks());
   }
 
   /**

@@ -1,8 +1,10 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import pg from 'pg';
-import { RUN_FINISHED_CHANNEL, WAKE_CHANNEL } from '../cyclone.constants.js';
+import { RUN_FINISHED_CHANNEL, WAKE_CHANNEL, type Channel } from '../sql/names.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { WAKE_QUEUES } from '../sql/enqueue.sql.js';
+import { execute } from '../database/statement.js';
+import { CycloneStats } from '../stats/cyclone-stats.js';
 
 type Listener = (payload: string) => void;
 
@@ -14,12 +16,13 @@ const RECONNECT_MAX_MS = 5_000;
  * a pooled connection would be handed to other queries. It reconnects with
  * backoff when the connection drops; while it is down, polling keeps jobs
  * moving, and on reconnect every subscriber is told to look again, since
- * notifications sent in the gap are gone.
+ * notifications sent in the gap are gone. It connects at application
+ * bootstrap and closes after the workers have drained.
  */
 @Injectable()
-export class NotificationListener {
+export class NotificationListener implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger('Cyclone');
-  private readonly subscribers = new Map<string, Set<Listener>>([
+  private readonly subscribers = new Map<Channel, Set<Listener>>([
     [WAKE_CHANNEL, new Set()],
     [RUN_FINISHED_CHANNEL, new Set()],
   ]);
@@ -32,7 +35,20 @@ export class NotificationListener {
   /** A wake-up being sent on this connection; stop lets it finish. */
   private publishing?: Promise<unknown>;
 
-  constructor(private readonly database: CycloneDatabase) {}
+  constructor(
+    private readonly database: CycloneDatabase,
+    stats: CycloneStats,
+  ) {
+    stats.listenerConnected = () => this.connected;
+  }
+
+  onApplicationBootstrap(): Promise<void> {
+    return this.start();
+  }
+
+  beforeApplicationShutdown(): Promise<void> {
+    return this.stop();
+  }
 
   get isConnected(): boolean {
     return this.connected;
@@ -56,9 +72,8 @@ export class NotificationListener {
   }
 
   /** Calls `fn` with each payload on `channel`; returns the unsubscribe function. */
-  on(channel: string, fn: Listener): () => void {
-    const set = this.subscribers.get(channel);
-    if (!set) throw new Error(`Unknown channel ${channel}`);
+  on(channel: Channel, fn: Listener): () => void {
+    const set = this.subscribers.get(channel)!;
     set.add(fn);
     return () => set.delete(fn);
   }
@@ -126,7 +141,7 @@ export class NotificationListener {
   async publishWakes(queues: string[]): Promise<boolean> {
     const client = this.connected ? this.client : undefined;
     if (!client) return false;
-    const sent = client.query(WAKE_QUEUES, [queues]);
+    const sent = execute(client, WAKE_QUEUES, [queues]);
     this.publishing = sent;
     try {
       await sent;
@@ -141,6 +156,6 @@ export class NotificationListener {
    * the server; for this app's own wake-ups, which need no round trip.
    */
   deliver(channel: string, payload: string): void {
-    for (const fn of this.subscribers.get(channel) ?? []) fn(payload);
+    for (const fn of this.subscribers.get(channel as Channel) ?? []) fn(payload);
   }
 }

@@ -1,18 +1,12 @@
-import { sqlMigration } from './sql-migration.js';
-
-/**
- * Crash recovery. The sweep on every client finds running steps whose lease
- * expired or whose timeout elapsed, and settles each with this function under
- * the run lock and the step lock, re-checking the condition it was picked for:
- * two replicas sweeping the same step apply the outcome once.
- */
-const UP = /* sql */ `
--- Settles one running step that its worker no longer holds. Returns what was
--- done: 'timeout' (attempt consumed, retried after p_retry_delay_ms),
--- 'timeout_discarded', 'reclaimed' (attempt kept, claimable at once,
--- scheduled_at untouched), 'reclaim_limit' (discarded), or NULL when the step
--- no longer needs recovery (it finished, or its lease was renewed meanwhile).
-CREATE FUNCTION cyclone_recover_step(p_step_id bigint, p_retry_delay_ms bigint) RETURNS text
+-- Crash recovery of one running step that its worker no longer holds, run by
+-- the sweep of any client under the run lock and the step lock, re-checking
+-- the condition it was picked for: two replicas sweeping the same step apply
+-- the outcome once. Returns what was done: 'timeout' (attempt consumed,
+-- retried after p_retry_delay_ms), 'timeout_discarded', 'reclaimed' (attempt
+-- kept, claimable at once, scheduled_at untouched), 'reclaim_limit'
+-- (discarded), or NULL when the step no longer needs recovery (it finished,
+-- or its lease was renewed meanwhile).
+CREATE OR REPLACE FUNCTION cyclone_recover_step(p_step_id bigint, p_retry_delay_ms bigint) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
   v_run_id  uuid;
@@ -46,6 +40,7 @@ BEGIN
              error_kind = 'reclaim_limit',
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
        WHERE id = p_step_id;
+      PERFORM cyclone_settle_run(v_run_id);
     ELSE
       -- A crash is not a failure: same attempt, no backoff, claimable at once.
       v_outcome := 'reclaimed';
@@ -55,20 +50,7 @@ BEGIN
        WHERE id = p_step_id;
       PERFORM pg_notify('cyclone_wake', v_step.queue);
     END IF;
-  ELSE
-    RETURN NULL;
+    RETURN v_outcome;
   END IF;
-
-  IF v_outcome = 'reclaim_limit' THEN
-    PERFORM cyclone_settle_run(v_run_id);
-  END IF;
-  RETURN v_outcome;
+  RETURN NULL;
 END $$;
-
-`;
-
-const DOWN = /* sql */ `
-DROP FUNCTION IF EXISTS cyclone_recover_step(bigint, bigint);
-`;
-
-export class CycloneRecovery1764489600000 extends sqlMigration('CycloneRecovery1764489600000', 2, UP, DOWN) {}

@@ -1,8 +1,8 @@
 import { Injectable, Logger, type BeforeApplicationShutdown } from '@nestjs/common';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { WAKE_QUEUES } from '../sql/enqueue.sql.js';
-import { WAKE_CHANNEL } from '../cyclone.constants.js';
-import { NotificationListener } from '../worker/notification-listener.js';
+import { WAKE_CHANNEL } from '../sql/names.js';
+import { NotificationListener } from './notification-listener.js';
 
 /**
  * Publishes queue wake-ups after enqueues commit, coalesced: while one NOTIFY

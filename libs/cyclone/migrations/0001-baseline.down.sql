@@ -1,0 +1,23 @@
+-- Removes everything 0001-baseline.sql created, history included.
+DROP TABLE IF EXISTS cyclone_paused_queues;
+DROP TABLE IF EXISTS cyclone_steps;
+DROP TABLE IF EXISTS cyclone_runs;
+DROP FUNCTION IF EXISTS cyclone_keep_paused();
+DROP FUNCTION IF EXISTS cyclone_resume_run(uuid);
+DROP FUNCTION IF EXISTS cyclone_pause_run(uuid);
+DROP FUNCTION IF EXISTS cyclone_fire_timer(bigint);
+DROP FUNCTION IF EXISTS cyclone_signal(uuid, text, jsonb);
+DROP FUNCTION IF EXISTS cyclone_start_workflow(uuid, text, jsonb, jsonb, text, text, bigint, jsonb);
+DROP FUNCTION IF EXISTS cyclone_retry_steps(uuid, text);
+DROP FUNCTION IF EXISTS cyclone_cancel_run(uuid);
+DROP FUNCTION IF EXISTS cyclone_recover_step(bigint, bigint);
+DROP FUNCTION IF EXISTS cyclone_hand_back(bigint[], text, bigint[]);
+DROP FUNCTION IF EXISTS cyclone_snooze_step(bigint, text, bigint, bigint);
+DROP FUNCTION IF EXISTS cyclone_fail_step(bigint, text, bigint, text, text, bigint);
+DROP FUNCTION IF EXISTS cyclone_complete_steps(bigint[], text, bigint[], jsonb[]);
+DROP FUNCTION IF EXISTS cyclone_release_successors(uuid[]);
+DROP FUNCTION IF EXISTS cyclone_settle_run(uuid);
+DROP FUNCTION IF EXISTS cyclone_settle_runs(uuid[]);
+DROP FUNCTION IF EXISTS cyclone_lock_runs_of(bigint[]);
+DROP FUNCTION IF EXISTS cyclone_lock_run_of(bigint);
+DELETE FROM cyclone_schema_migrations WHERE version = 1;

@@ -1,0 +1,24 @@
+-- Cancels a run and every unfinished step of it in one transaction. Running
+-- handlers learn at their next heartbeat, which no longer matches a running
+-- row. Returns the run's state before the call, or NULL for an unknown run.
+CREATE OR REPLACE FUNCTION cyclone_cancel_run(p_run_id uuid) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_state text;
+BEGIN
+  SELECT state INTO v_state FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
+  IF v_state IS NULL OR v_state IN ('completed', 'cancelled') THEN
+    RETURN v_state;
+  END IF;
+
+  UPDATE cyclone_steps
+     SET state = 'cancelled', paused_state = NULL, lease_expiry = NULL,
+         finished_at = now(), updated_at = now()
+   WHERE run_id = p_run_id AND state NOT IN ('completed', 'discarded', 'cancelled');
+
+  UPDATE cyclone_runs
+     SET state = 'cancelled', updated_at = now(), finished_at = now(), delete_after = now() + retention
+   WHERE id = p_run_id;
+  PERFORM pg_notify('cyclone_run_finished', p_run_id::text);
+  RETURN v_state;
+END $$;

@@ -1,0 +1,39 @@
+-- Settling: a run's state recomputed from its steps. Callers hold the runs'
+-- locks, so two steps finishing at once cannot both miss the other. Paused
+-- and cancelled are set by the client only; a paused run may still complete.
+-- A run fails once a step is discarded and nothing else of it can move on
+-- (the nodes below stay pending, so a retry carries the run on). A finish is
+-- announced only to clients waiting for it (notify_finish): a NOTIFY holds
+-- the server-wide notification lock through its commit.
+
+CREATE OR REPLACE FUNCTION cyclone_settle_runs(p_run_ids uuid[]) RETURNS void
+LANGUAGE sql AS $$
+  WITH next AS (
+    SELECT r.id,
+           CASE
+             WHEN bool_and(s.state = 'completed') THEN 'completed'
+             WHEN r.state = 'running' AND bool_or(s.state = 'discarded')
+                  AND NOT bool_or(s.state IN ('available', 'running', 'waiting_signal', 'waiting_timer', 'paused'))
+               THEN 'failed'
+           END AS state
+      FROM cyclone_runs r
+      JOIN cyclone_steps s ON s.run_id = r.id
+     WHERE r.id = ANY (p_run_ids) AND r.state IN ('running', 'paused')
+     GROUP BY r.id, r.state
+  ), settled AS (
+    UPDATE cyclone_runs r
+       SET state = next.state, updated_at = now(), finished_at = now(), delete_after = now() + r.retention
+      FROM next
+     WHERE r.id = next.id AND next.state IS NOT NULL
+    RETURNING r.id, r.notify_finish
+  )
+  SELECT pg_notify('cyclone_run_finished', id::text) FROM settled WHERE notify_finish;
+$$;
+
+-- One run, for the transitions that settle a single run; returns its state.
+CREATE OR REPLACE FUNCTION cyclone_settle_run(p_run_id uuid) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM cyclone_settle_runs(ARRAY[p_run_id]);
+  RETURN (SELECT state FROM cyclone_runs WHERE id = p_run_id);
+END $$;

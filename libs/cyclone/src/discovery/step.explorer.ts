@@ -1,0 +1,59 @@
+import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { InvalidStepHostError } from '../errors/invalid-step-host.error.js';
+import { resolveStepOptions } from '../steps/step-options.js';
+import { StepRegistry } from '../steps/step-registry.js';
+import { WorkflowRegistry } from '../workflow/workflow-registry.js';
+import { StepMetadataAccessor } from './step-metadata.accessor.js';
+
+/**
+ * Wires `@Step` handlers into the registry when the module initialises,
+ * before any worker starts (workers start at application bootstrap). The
+ * module's workflows name step kinds, so they are compiled once every step
+ * is known; a bad graph fails the boot here.
+ */
+@Injectable()
+export class StepExplorer implements OnModuleInit {
+  private readonly logger = new Logger('Cyclone');
+  private readonly metadata = new StepMetadataAccessor();
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly registry: StepRegistry,
+    private readonly workflows: WorkflowRegistry,
+  ) {}
+
+  onModuleInit(): void {
+    this.registerSteps();
+    this.logger.log(`Registered steps: ${this.registry.kinds().join(', ') || '(none)'}`);
+    this.workflows.compileAll(this.registry);
+    if (this.workflows.names().length > 0) this.logger.log(`Registered workflows: ${this.workflows.names().join(', ')}`);
+  }
+
+  private registerSteps(): void {
+    const seen = new Set<object>();
+    for (const wrapper of this.discovery.getProviders()) {
+      const host = this.metadata.hostClass(wrapper);
+      if (!host) continue;
+      const name = host.name || 'an anonymous provider';
+      // Workers run outside any request: a request-scoped host has no instance to call.
+      if (!wrapper.isDependencyTreeStatic()) throw new InvalidStepHostError(name, this.metadata.firstKind(host));
+      const instance = wrapper.instance as Record<string | symbol, unknown>;
+      // One provider may be reachable through several modules' wrappers.
+      if (seen.has(instance)) continue;
+      seen.add(instance);
+      for (const method of this.scanner.getAllMethodNames(Object.getPrototypeOf(instance))) {
+        const handler = instance[method] as (...args: unknown[]) => unknown;
+        const meta = this.metadata.stepOf(handler);
+        if (!meta) continue;
+        this.registry.register({
+          kind: meta.kind,
+          host: `${name}.${method}`,
+          handler: handler.bind(instance),
+          ...resolveStepOptions(meta.kind, meta.options),
+        });
+      }
+    }
+  }
+}

@@ -1,0 +1,42 @@
+import { Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { CycloneInstance } from '../module/cyclone-instance.js';
+import { CycloneStats } from '../stats/cyclone-stats.js';
+import type { MaintenanceService } from './maintenance-service.js';
+import { RecoverySweeper } from './recovery.sweeper.js';
+import { RetentionSweeper } from './retention.sweeper.js';
+import { TimerSweeper } from './timer.sweeper.js';
+
+/**
+ * Starts and stops the maintenance services' loops. Every client runs them,
+ * enqueue-only ones too: recovery, timers and retention need no leader,
+ * since each step they touch is settled under its run's lock and re-checked.
+ */
+@Injectable()
+export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly services: MaintenanceService[];
+  private started = false;
+
+  constructor(
+    private readonly instance: CycloneInstance,
+    private readonly stats: CycloneStats,
+    recovery: RecoverySweeper,
+    timers: TimerSweeper,
+    retention: RetentionSweeper,
+  ) {
+    this.services = [recovery, timers, retention];
+  }
+
+  onApplicationBootstrap(): void {
+    if (!this.instance.isPrimary) return;
+    this.started = true;
+    for (const { loop, runsAtStartup } of this.services) {
+      this.stats.track(loop);
+      loop.start(runsAtStartup ? 0 : undefined);
+    }
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    if (!this.started) return;
+    await Promise.all(this.services.map(({ loop }) => loop.stop()));
+  }
+}

@@ -1,0 +1,52 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { readSql } from './sql-files.js';
+
+/** One version of Cyclone's schema: a SQL file that records its own version when it runs. */
+export interface SchemaMigration {
+  readonly version: number;
+  readonly name: string;
+  /** The SQL it runs, includes expanded. */
+  readonly up: string;
+  readonly down: string;
+}
+
+/**
+ * A migration as a TypeORM migration class, for apps that migrate with
+ * TypeORM. The SQL records (or removes) its version in
+ * `cyclone_schema_migrations` itself, so the record is right whichever tool
+ * applied it, and Cyclone's own migrator skips what TypeORM applied.
+ */
+function sqlMigration(version: number, name: string, file: string) {
+  return class implements MigrationInterface {
+    static readonly version = version;
+    static get up(): string {
+      return readSql(`migrations/${file}.sql`);
+    }
+    static get down(): string {
+      return readSql(`migrations/${file}.down.sql`);
+    }
+    readonly name = name;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      await queryRunner.query(readSql(`migrations/${file}.sql`));
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      await queryRunner.query(readSql(`migrations/${file}.down.sql`));
+    }
+  };
+}
+
+export class CycloneBaseline1764403200000 extends sqlMigration(1, 'CycloneBaseline1764403200000', '0001-baseline') {}
+
+/**
+ * Cyclone's migrations in order. Add them to your own DataSource's
+ * `migrations` to migrate with TypeORM, or let `CycloneModule` (or
+ * `npx cyclone migrate`) apply them.
+ */
+export const CYCLONE_MIGRATIONS = [CycloneBaseline1764403200000] as const;
+
+/** The migrations as data: version, name and SQL. */
+export function schemaMigrations(): SchemaMigration[] {
+  return CYCLONE_MIGRATIONS.map((m) => ({ version: m.version, name: new m().name, up: m.up, down: m.down }));
+}

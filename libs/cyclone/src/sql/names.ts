@@ -1,0 +1,36 @@
+/**
+ * The names the database and the code share: states, node types, error
+ * kinds and NOTIFY channels. The schema's CHECK constraints list the same
+ * states (a test compares them), and the SQL functions send on these channels.
+ */
+
+export const RUN_STATES = ['running', 'paused', 'completed', 'failed', 'cancelled'] as const;
+export type RunState = (typeof RUN_STATES)[number];
+/** A finished run: nothing of it moves any more (unless it is retried). */
+export const FINISHED_RUN_STATES: readonly RunState[] = ['completed', 'failed', 'cancelled'];
+
+export const STEP_STATES = [
+  'pending',
+  'available',
+  'running',
+  'waiting_signal',
+  'waiting_timer',
+  'paused',
+  'completed',
+  'discarded',
+  'cancelled',
+] as const;
+export type StepState = (typeof STEP_STATES)[number];
+
+export const NODE_TYPES = ['step', 'signal', 'sleep'] as const;
+export type NodeType = (typeof NODE_TYPES)[number];
+
+export const ERROR_KINDS = ['error', 'timeout', 'permanent', 'reclaim_limit', 'signal_timeout'] as const;
+export type ErrorKind = (typeof ERROR_KINDS)[number];
+
+/** NOTIFY channel that wakes the workers of a queue; the payload is the queue name. */
+export const WAKE_CHANNEL = 'cyclone_wake';
+/** NOTIFY channel that tells `result()` waiters a run has finished; the payload is the run id. */
+export const RUN_FINISHED_CHANNEL = 'cyclone_run_finished';
+export const CHANNELS = [WAKE_CHANNEL, RUN_FINISHED_CHANNEL] as const;
+export type Channel = (typeof CHANNELS)[number];

@@ -1,0 +1,58 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Loop } from '../common/loop.js';
+
+/** How long ago a loop last finished a tick, and how that tick ended. */
+export interface LoopState {
+  name: string;
+  /** When its last tick finished; null before the first. */
+  lastTickAt: Date | null;
+  /** Before its first tick ends, a loop's age counts from its start; null when it never started. */
+  lastTickAgeMs: number | null;
+  lastError: string | null;
+}
+
+/**
+ * What this client is and what it has seen: its identity (the lease owner
+ * of the steps it claims), its counters, its loops and how many steps it is
+ * running. Written by the workers and loops, read by health and metrics;
+ * a reader needs nothing else of the engine.
+ */
+export class CycloneStats {
+  /** This client's identity; every lease it takes is in this name. */
+  readonly clientId = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  heartbeatFailures = 0;
+  leasesLost = 0;
+  claimFailures = 0;
+  lastClaimError: string | null = null;
+  /** The queues this client's workers serve and their slots; empty for an enqueue-only client. */
+  servedQueues: ReadonlyMap<string, number> = new Map();
+  /** Steps this client's workers hold right now. */
+  running: () => number = () => 0;
+  listenerConnected: () => boolean = () => false;
+  private readonly loops = new Map<string, Loop>();
+
+  constructor(
+    /** The poll interval [min, max] in ms: a loop that has not ticked for several of these is stuck. */
+    readonly pollIntervalMs: readonly [number, number],
+  ) {}
+
+  /** Makes a loop visible to health and metrics. */
+  track(loop: Loop): void {
+    this.loops.set(loop.name, loop);
+  }
+
+  /** Whether this client runs workers (it is not enqueue-only, and it is the module's first import). */
+  get runsWorkers(): boolean {
+    return this.servedQueues.size > 0;
+  }
+
+  loopStates(): LoopState[] {
+    return [...this.loops.values()].filter((loop) => loop.startedAt !== null).map((loop) => ({
+      name: loop.name,
+      lastTickAt: loop.lastTickAt,
+      lastTickAgeMs: Date.now() - (loop.lastTickAt ?? loop.startedAt!).getTime(),
+      lastError: loop.lastError,
+    }));
+  }
+}
