@@ -12,10 +12,12 @@ import {
   type StepContext,
 } from 'cyclone-nestjs';
 import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
-import { countRows, eventually, expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, type HandlerCall, firstPollTick, lastTickAt, query, stepOf, testEnvs, within } from './support/handler-probe.js';
+import { countRows, expectCycloneError } from './support/e2e-helpers.js';
+import { HandlerProbe, POLLING_OFF, type HandlerCall, firstPollTick, lastTickAt, stepOf, testEnvs, within } from './support/handler-probe.js';
 import type { Statement } from '../libs/cyclone/src/database/statement.js';
-import { sql, testServerUrl } from './support/nest-app-harness.js';
+import { testServerUrl } from './support/nest-app-harness.js';
+import { sleep, waitFor } from './support/wait.js';
+import { sql } from './support/sql.js';
 
 /**
  * What users rely on now that the hot paths batch: concurrent enqueues share
@@ -147,7 +149,7 @@ describe('concurrent enqueues from one client', () => {
 
     const retention = new Map(
       (
-        await query<{ id: string; retention_ms: string }>(
+        await sql<{ id: string; retention_ms: string }>(
           producer,
           `SELECT id, (extract(epoch FROM retention) * 1000)::bigint AS retention_ms FROM cyclone_runs`,
         )
@@ -194,7 +196,7 @@ describe('concurrent enqueues from one client', () => {
     // Year -271821: a valid JavaScript date, far before PostgreSQL's earliest timestamp (4713 BC).
     const unstorable = new Date(-8.64e15);
     // What the database itself says about that timestamp.
-    const dbError = await query(env, 'SELECT $1::timestamptz AS at', [unstorable]).then(
+    const dbError = await sql(env, 'SELECT $1::timestamptz AS at', [unstorable]).then(
       () => undefined,
       (err: unknown) => err as Error & { code?: string },
     );
@@ -233,7 +235,7 @@ describe('concurrent enqueues from one client', () => {
 
     // Nothing of the bad job was written; every other job exists once.
     expect(await countRows(env)).toEqual({ runs: goodIds.length, steps: goodIds.length });
-    const badRows = await query(env, `SELECT id FROM cyclone_runs WHERE input->>'n' = $1`, [String(BAD)]);
+    const badRows = await sql(env, `SELECT id FROM cyclone_runs WHERE input->>'n' = $1`, [String(BAD)]);
     expect(badRows).toEqual([]);
 
     const outputs = await Promise.all(goodIds.map((id) => env.client.result(id, { timeout: 20_000 })));
@@ -248,7 +250,7 @@ describe('concurrent enqueues from one client', () => {
     const env = await createEnv({ workers: 4 });
     // A lone high surrogate: JSON.stringify escapes it, and jsonb refuses the escape.
     const cut = { note: '😀 launch'.slice(0, 1) };
-    await expect(query(env, 'SELECT $1::jsonb AS j', [JSON.stringify(cut)])).rejects.toThrow();
+    await expect(sql(env, 'SELECT $1::jsonb AS j', [JSON.stringify(cut)])).rejects.toThrow();
 
     const BAD = 11;
     const settled = await Promise.allSettled(
@@ -374,7 +376,7 @@ describe('completions of one client recorded together', () => {
     const BAD = 4;
     const env = await createEnv({ workers: N });
     // The database refuses outputs marked "poison" (a data exception, as for a value jsonb cannot hold).
-    await query(
+    await sql(
       env,
       `CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
        BEGIN
@@ -399,7 +401,7 @@ describe('completions of one client recorded together', () => {
       expect(await stepOf(env, id)).toMatchObject({ state: 'completed', output: { n: i }, attempt: 1, reclaims: 0 });
     }
     // The refused one is a failed attempt with the reason, like a handler error (one attempt allowed: discarded).
-    const refused = await eventually(async () => {
+    const refused = await waitFor('condition',async () => {
       const step = await stepOf(env, ids[BAD]);
       return step.state === 'discarded' ? step : undefined;
     });
@@ -454,10 +456,10 @@ describe('completions of one client recorded together', () => {
     const RUNS = 4;
     const env = await createEnv({ workers: RUNS * FAN_NODES.length + 2, workflows: [Fan] });
     const runIds = await Promise.all(Array.from({ length: RUNS }, (_, run) => env.client.start(Fan, { run })));
-    const calls = await eventually(
+    const calls = await waitFor(
+      'every parallel node to start',
       async () => (probe.calls.length === RUNS * FAN_NODES.length ? [...probe.calls] : undefined),
       10_000,
-      'every parallel node to start',
     );
     const stepIds = new Map<string, string>();
     for (const runId of runIds) for (const step of await env.client.listSteps(runId)) stepIds.set(step.id, runId);

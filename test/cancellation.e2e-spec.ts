@@ -2,8 +2,10 @@ import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { InvalidStateError, RunCancelledError, RunNotFoundError, Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, firstPollTick, query, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
+import { sleep } from './support/wait.js';
+import { sql } from './support/sql.js';
 
 const probe = new HandlerProbe();
 
@@ -71,7 +73,7 @@ describe('cancel', () => {
     // Steps in every state a run's node can be in, beside the job's own (delayed) step.
     const states = ['pending', 'available', 'running', 'waiting_signal', 'waiting_timer', 'paused', 'completed', 'discarded'];
     for (const state of states) {
-      await query(
+      await sql(
         env,
         `INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, max_attempts, paused_state, lease_owner, lease_expiry,
                                     started_at, lease_generation, wake_at, finished_at)
@@ -107,7 +109,7 @@ describe('cancel', () => {
     const cancelled = steps.filter((s) => s.state === 'cancelled');
     for (const step of cancelled) expect(step.finishedAt).toEqual(run.finishedAt);
     expect(steps.find((s) => s.nodeId === 'completed')!.finishedAt!.getTime()).toBeLessThan(run.finishedAt!.getTime());
-    const [{ paused_state }] = await query(env, "SELECT paused_state FROM cyclone_steps WHERE run_id = $1 AND node_id = 'paused'", [runId]);
+    const [{ paused_state }] = await sql(env, "SELECT paused_state FROM cyclone_steps WHERE run_id = $1 AND node_id = 'paused'", [runId]);
     expect(paused_state).toBeNull();
     expect(steps.find((s) => s.nodeId === 'running')).toMatchObject({ leaseExpiry: null });
   });

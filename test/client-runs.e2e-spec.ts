@@ -13,7 +13,8 @@ import {
   type StepContext,
 } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { deferred, eventually, expectCycloneError } from './support/e2e-helpers.js';
+import { deferred, expectCycloneError } from './support/e2e-helpers.js';
+import { waitFor } from './support/wait.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -264,10 +265,10 @@ describe('client calls on runs', () => {
       await env.client.retry(runId, 'flaky');
 
       // The reopened attempt is running: the run is running again, the error is gone.
-      const running = await eventually(async () => {
+      const running = await waitFor('the retried step to run',async () => {
         const [step] = await env.client.listSteps(runId);
         return step.state === 'running' ? step : undefined;
-      }, 10_000, 'the retried step to run');
+      },10_000);
       expect(running).toMatchObject({ attempt: 2, maxAttempts: 2, error: null, errorKind: null, reclaims: 0 });
       const run = await env.client.getRun(runId);
       expect(run.state).toBe('running');

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { CRASH_KIND, CREATE_CRASH_TABLES, CrashSteps, type CrashInput } from './crash/crash-steps.js';
 import { WorkerFleet, type WorkerProcess } from './crash/worker-fleet.js';
-import { eventually, sleep } from './support/e2e-helpers.js';
+import { sleep, waitFor } from './support/wait.js';
 
 /**
  * Crash and fault tests with real worker processes (test/crash/crash-worker.ts,
@@ -134,7 +134,7 @@ function median(values: number[]): number {
 
 /** `eventually` with the description first, which reads better at the call sites below. */
 const waitUntil = <T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> =>
-  eventually(async () => check(), timeoutMs, what);
+  waitFor(what, async () => check(), timeoutMs);
 
 const LISTENERS = `SELECT pid FROM pg_stat_activity WHERE application_name = 'cyclone-listener' AND datname = current_database()`;
 

@@ -5,9 +5,9 @@ import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/heal
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { NotificationListener } from '../libs/cyclone/src/notifications/notification-listener.js';
 import { CRASH_KIND, CREATE_CRASH_TABLES, CrashSteps, EFFECT_AT, type CrashInput } from './crash/crash-steps.js';
-import { eventually, sleep } from './support/e2e-helpers.js';
 import { RestartablePostgres } from './support/restartable-postgres.js';
 import { WorkerFleet } from './crash/worker-fleet.js';
+import { sleep, waitFor } from './support/wait.js';
 
 /**
  * SPEC §7: "Losing the database connection pauses claiming and resumes when it
@@ -38,7 +38,7 @@ afterAll(async () => {
 
 /** `eventually` with the description first, which reads better at the call sites below. */
 const waitUntil = <T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs: number): Promise<T> =>
-  eventually(async () => check(), timeoutMs, what);
+  waitFor(what, async () => check(), timeoutMs);
 
 const job = (i: number): CrashInput => ({ i, ms: 200 + Math.floor(Math.random() * 1_000) });
 

@@ -11,7 +11,8 @@ import {
 } from 'cyclone-nestjs';
 import { RetentionSweeper } from '../libs/cyclone/src/maintenance/retention.sweeper.js';
 import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testing';
-import { deferred, expectCycloneError, rowsOfRun, sleep } from './support/e2e-helpers.js';
+import { deferred, expectCycloneError, rowsOfRun } from './support/e2e-helpers.js';
+import { sleep } from './support/wait.js';
 
 /** Names of `record` jobs in the order their handlers started. */
 const executed: string[] = [];

@@ -10,7 +10,8 @@ import {
   UnknownStepError,
 } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { countRows, expectCycloneError, rowsOfRun, sleep } from './support/e2e-helpers.js';
+import { countRows, expectCycloneError, rowsOfRun } from './support/e2e-helpers.js';
+import { sleep } from './support/wait.js';
 
 /** Order ids whose job has run. */
 const processed: number[] = [];

@@ -4,7 +4,7 @@ import type { INestApplication } from '@nestjs/common';
 import { CycloneClient, CycloneDatabase } from 'cyclone-nestjs';
 import { TestDatabase } from 'cyclone-nestjs/testing';
 import { AppModule } from '../src/app.module.js';
-import { eventually } from './support/e2e-helpers.js';
+import { waitFor } from './support/wait.js';
 
 /** The example app as deployed: real HTTP, CYCLONE_DATABASE_URL pointing at a fresh database. */
 describe('example app', () => {
@@ -86,7 +86,8 @@ describe('example app', () => {
 
     /** GET /onboarding/:runId until `test` holds for the node states it returns. */
     function statusWhen(runId: string, test: (states: Record<string, string>) => boolean, what: string) {
-      return eventually(
+      return waitFor(
+        what,
         async () => {
           const { status, body } = await getJson(`/onboarding/${runId}`);
           expect(status).toBe(200);
@@ -94,7 +95,6 @@ describe('example app', () => {
           return test(states) ? body : undefined;
         },
         15_000,
-        what,
       );
     }
 

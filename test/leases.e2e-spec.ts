@@ -9,8 +9,9 @@ import {
   type StepContext,
 } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError, sleep } from './support/e2e-helpers.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, claimAsDeadWorker, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
+import { sleep } from './support/wait.js';
 
 const probe = new HandlerProbe();
 const BACKOFF_MS = 1_000;

@@ -1,5 +1,5 @@
 import { describe, it, expect, afterEach } from '@jest/globals';
-import { Injectable, Module, type LoggerService } from '@nestjs/common';
+import { Injectable, Module } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import {
   CYCLONE_MIGRATIONS,
@@ -9,7 +9,9 @@ import {
   Step,
   type CycloneModuleOptions,
 } from 'cyclone-nestjs';
-import { AppHarness, sql, waitFor } from './support/nest-app-harness.js';
+import { AppHarness, CapturingLogger } from './support/nest-app-harness.js';
+import { waitFor } from './support/wait.js';
+import { sql } from './support/sql.js';
 
 const harness = new AppHarness();
 afterEach(() => harness.cleanup());
@@ -56,19 +58,6 @@ async function cycloneConnections(url: string): Promise<number> {
   return n;
 }
 
-/** Keeps the messages Nest loggers write, to count what Cyclone reported. */
-class CapturingLogger implements LoggerService {
-  readonly messages: string[] = [];
-  log(message: unknown) {
-    this.messages.push(String(message));
-  }
-  error(message: unknown) {
-    this.messages.push(String(message));
-  }
-  warn(message: unknown) {
-    this.messages.push(String(message));
-  }
-}
 
 const ALL_VERSIONS = CYCLONE_MIGRATIONS.map((m) => m.version);
 

@@ -10,7 +10,9 @@ import {
   CycloneStats,
   type CycloneModuleOptions,
 } from 'cyclone-nestjs';
-import { AppHarness, ConcurrencyProbe, sleep, sql } from './support/nest-app-harness.js';
+import { AppHarness, CapturingLogger, ConcurrencyProbe } from './support/nest-app-harness.js';
+import { sleep } from './support/wait.js';
+import { sql } from './support/sql.js';
 
 const harness = new AppHarness();
 afterEach(() => harness.cleanup());
@@ -163,6 +165,25 @@ describe('CycloneModule.forRoot / forRootAsync', () => {
       await runSlowJobs(app, 6);
       expect(probe.calls).toBe(6);
       expect(probe.peak).toBe(2);
+    });
+
+    it('says once, naming the importing modules, that the first import runs the workers, and how to import it once', async () => {
+      const db = await harness.database();
+      const options: CycloneModuleOptions = { connection: { url: db.url }, pollInterval: FAST_POLL };
+      @Module({ imports: [CycloneModule.forRoot(options)] })
+      class OrdersModule {}
+      @Module({ imports: [CycloneModule.forRoot(options)] })
+      class BillingModule {}
+      @Module({ imports: [OrdersModule, BillingModule], providers: [slowSteps(new ConcurrencyProbe())] })
+      class AppModule {}
+
+      const logger = new CapturingLogger();
+      await harness.start(AppModule, logger);
+      const warnings = logger.messages.filter((m) => m.includes('imported more than once'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain('(by OrdersModule, BillingModule)');
+      expect(warnings[0]).toContain('The import that started first runs the workers');
+      expect(warnings[0]).toContain('Import CycloneModule.forRoot() once, in the root module');
     });
 
     it('with different options, still starts one set of workers', async () => {

@@ -156,7 +156,7 @@ describe('the published package', () => {
         expect(dry.code).toBe(0);
         expect(dry.stdout).toContain('CREATE TABLE cyclone_runs');
         expect(dry.stdout).toContain('CREATE OR REPLACE FUNCTION cyclone_complete_steps');
-        expect(dry.stdout).not.toContain('\\ir');
+        expect(dry.stdout).not.toMatch(/^\\ir /m);
         const before = await cli(['status', '--url', empty.url]);
         expect(before.code).toBe(1);
         expect(before.stderr).toContain('cyclone migrate');

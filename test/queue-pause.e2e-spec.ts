@@ -2,8 +2,9 @@ import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { InvalidOptionError, Step, type StepContext } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError, sleep } from './support/e2e-helpers.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, ownerOf, stepOf, testEnvs } from './support/handler-probe.js';
+import { sleep } from './support/wait.js';
 
 const probe = new HandlerProbe();
 /** Run ids of every `quick` call. */

@@ -3,14 +3,10 @@ import { Injectable } from '@nestjs/common';
 import { RunFailedError, Step, type StepContext } from 'cyclone-nestjs';
 import { RecoverySweeper, type RecoveryOutcome } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError, sleep } from './support/e2e-helpers.js';
-import {
-  HandlerProbe,
-  POLLING_OFF,
-  claimAsDeadWorker,
-  firstPollTick,
-  query,
-  stepOf, testEnvs } from './support/handler-probe.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
+import { HandlerProbe, POLLING_OFF, claimAsDeadWorker, firstPollTick, stepOf, testEnvs } from './support/handler-probe.js';
+import { sleep } from './support/wait.js';
+import { sql } from './support/sql.js';
 
 const probe = new HandlerProbe();
 
@@ -63,7 +59,7 @@ describe('the recovery sweep', () => {
     expect(outcomes.filter((o) => o === 'timeout')).toHaveLength(20);
     expect(outcomes).toHaveLength(60);
 
-    const rows = await query<{ run_id: string; state: string; attempt: number; reclaims: number; error_kind: string | null }>(
+    const rows = await sql<{ run_id: string; state: string; attempt: number; reclaims: number; error_kind: string | null }>(
       base,
       'SELECT run_id, state, attempt, reclaims, error_kind FROM cyclone_steps',
     );
@@ -84,7 +80,7 @@ describe('the recovery sweep', () => {
     await sleep(20);
 
     const running = async () =>
-      (await query<{ n: number }>(env, "SELECT count(*)::int AS n FROM cyclone_steps WHERE state = 'running'"))[0].n;
+      (await sql<{ n: number }>(env, "SELECT count(*)::int AS n FROM cyclone_steps WHERE state = 'running'"))[0].n;
     const first = await sweep(env);
     expect(first).toHaveLength(100);
     expect(new Set(first)).toEqual(new Set<RecoveryOutcome>(['reclaimed']));
@@ -102,10 +98,10 @@ describe('the recovery sweep', () => {
     const worker = await replicaOf(base, { pollInterval: POLLING_OFF });
     await firstPollTick(worker);
     await firstPollTick(base);
-    await query(base, "UPDATE cyclone_steps SET lease_expiry = now() - interval '1 second' WHERE run_id = $1", [runId]);
+    await sql(base, "UPDATE cyclone_steps SET lease_expiry = now() - interval '1 second' WHERE run_id = $1", [runId]);
 
     expect(await sweep(base)).toEqual(['reclaimed']);
-    const reclaimed = await query<{ claimable: boolean }>(
+    const reclaimed = await sql<{ claimable: boolean }>(
       base,
       'SELECT scheduled_at <= now() AS claimable FROM cyclone_steps WHERE run_id = $1',
       [runId],

@@ -2,7 +2,8 @@ import { describe, it, expect, beforeAll, afterAll, beforeEach } from '@jest/glo
 import { Injectable } from '@nestjs/common';
 import { PermanentError, RunFailedError, Step, permanent, type StepContext } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { eventually, expectCycloneError } from './support/e2e-helpers.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
+import { waitFor } from './support/wait.js';
 
 /** Every handler call: which kind, which attempt, when (worker clock). */
 const calls: { kind: string; attempt: number; at: number }[] = [];
@@ -142,10 +143,10 @@ describe('retries, backoff and failures', () => {
 
     it('the step\'s backoff delays the next attempt, and the failed attempt\'s error is kept meanwhile', async () => {
       const runId = await env.client.enqueue('slow_retry', {});
-      const waiting = await eventually(async () => {
+      const waiting = await waitFor('the first attempt to fail',async () => {
         const step = await stepOf(runId);
         return step.state === 'available' && step.attempt === 2 ? step : undefined;
-      }, 10_000, 'the first attempt to fail');
+      },10_000);
       expect(waiting).toMatchObject({ error: 'first attempt fails', errorKind: 'error', maxAttempts: 2 });
       expect(backoffArgs).toEqual([1]);
 

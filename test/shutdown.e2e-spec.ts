@@ -3,9 +3,10 @@ import { createHook } from 'node:async_hooks';
 import { Injectable } from '@nestjs/common';
 import { Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
 import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
-import { sleep } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, closeAll, firstPollTick, within, type HandlerCall } from './support/handler-probe.js';
-import { sql, testServerUrl, waitFor } from './support/nest-app-harness.js';
+import { sql } from './support/sql.js';
+import { testServerUrl } from './support/nest-app-harness.js';
+import { sleep, waitFor } from './support/wait.js';
 
 const probe = new HandlerProbe();
 

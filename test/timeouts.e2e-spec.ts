@@ -3,8 +3,10 @@ import { Injectable } from '@nestjs/common';
 import { RunFailedError, Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
 import { RecoverySweeper } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, firstPollTick, query, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
+import { sleep } from './support/wait.js';
+import { sql } from './support/sql.js';
 
 const probe = new HandlerProbe();
 
@@ -190,7 +192,7 @@ describe('the database clock', () => {
     await stepWhen(env, runId, (s) => s.heartbeatAt!.getTime() > s.startedAt!.getTime(), 'a first renewal');
 
     // The attempt started 25 s ago as far as the database knows; the worker's own 20 s timer is far off.
-    await query(env, "UPDATE cyclone_steps SET started_at = started_at - interval '25 seconds' WHERE run_id = $1", [runId]);
+    await sql(env, "UPDATE cyclone_steps SET started_at = started_at - interval '25 seconds' WHERE run_id = $1", [runId]);
     expect(call.deadline!.getTime() - Date.now()).toBeGreaterThan(15_000);
 
     // The next renewal matches nothing, and the handler's signal says why.
@@ -200,7 +202,7 @@ describe('the database clock', () => {
     const later = await stepOf(env, runId);
     expect(later.heartbeatAt).toEqual(stopped.heartbeatAt);
     expect(later).toMatchObject({ state: 'running', attempt: 1 });
-    const [{ lapsed }] = await query(env, 'SELECT lease_expiry < now() AS lapsed FROM cyclone_steps WHERE run_id = $1', [runId]);
+    const [{ lapsed }] = await sql(env, 'SELECT lease_expiry < now() AS lapsed FROM cyclone_steps WHERE run_id = $1', [runId]);
     expect(lapsed).toBe(true);
 
     // The sweep takes the step from the wedged handler and consumes the attempt.
@@ -230,7 +232,7 @@ describe('the database clock', () => {
       // Right after a renewal, the next one is about a second away.
       await stepWhen(env, runId, (s) => s.heartbeatAt!.getTime() > s.startedAt!.getTime(), 'a first renewal', 5_000);
 
-      await query(env, "UPDATE cyclone_steps SET started_at = started_at - interval '25 seconds' WHERE run_id = $1", [runId]);
+      await sql(env, "UPDATE cyclone_steps SET started_at = started_at - interval '25 seconds' WHERE run_id = $1", [runId]);
       expect(await env.app.get(RecoverySweeper).sweep()).toEqual([outcome]);
       expect(call.abortedAt).toBeUndefined();
       expect(await stepOf(env, runId)).toMatchObject({ state, attempt, errorKind: 'timeout' });

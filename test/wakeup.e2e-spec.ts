@@ -4,8 +4,8 @@ import { Step } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { NotificationListener } from '../libs/cyclone/src/notifications/notification-listener.js';
 import { WAKE_CHANNEL } from 'cyclone-nestjs';
-import { sleep, waitFor } from './support/nest-app-harness.js';
 import { lastTickAt } from './support/handler-probe.js';
+import { sleep, waitFor } from './support/wait.js';
 
 /** Polling effectively off: one tick at startup, the next a minute later. */
 const POLLING_OFF = ['60s', '61s'] as [string, string];

@@ -18,6 +18,7 @@ import {
 import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testing';
 import { countRows, expectCycloneError, expectRejectedWritingNothing } from './support/e2e-helpers.js';
 import { stateOf, untilStates } from './support/node-states.js';
+import { sleep } from './support/wait.js';
 
 @Injectable()
 class DefinitionSteps {

@@ -10,8 +10,10 @@ import {
 } from 'cyclone-nestjs';
 import { TimerSweeper, type TimerOutcome } from '../libs/cyclone/src/maintenance/timer.sweeper.js';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { eventually, expectCycloneError, sleep } from './support/e2e-helpers.js';
-import { HandlerProbe, POLLING_OFF, firstPollTick, query, testEnvs } from './support/handler-probe.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
+import { sql } from './support/sql.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, testEnvs } from './support/handler-probe.js';
+import { sleep, waitFor } from './support/wait.js';
 
 const probe = new HandlerProbe();
 /** Every call of the `count` step: which run and node it ran for. */
@@ -66,9 +68,10 @@ const outcomeOf = (step: StepInfo) => ({ state: step.state, output: step.output,
 
 /** Waits until every one of the runs' `nodeId` nodes is in `state`. */
 function untilAllNodes(env: CycloneTestEnv, runIds: string[], nodeId: string, state: string, what: string) {
-  return eventually(
+  return waitFor(
+    what,
     async () => {
-      const [{ n }] = await query<{ n: number }>(
+      const [{ n }] = await sql<{ n: number }>(
         env,
         'SELECT count(*)::int AS n FROM cyclone_steps WHERE run_id = ANY ($1) AND node_id = $2 AND state = $3',
         [runIds, nodeId, state],
@@ -76,7 +79,6 @@ function untilAllNodes(env: CycloneTestEnv, runIds: string[], nodeId: string, st
       return n === runIds.length ? n : undefined;
     },
     15_000,
-    what,
   );
 }
 
@@ -135,9 +137,10 @@ describe('workflow races: each has exactly one outcome', () => {
       }),
     );
     try {
-      await eventually(
+      await waitFor(
+        'every run to complete',
         async () => {
-          const [{ n }] = await query<{ n: number }>(
+          const [{ n }] = await sql<{ n: number }>(
             base,
             "SELECT count(*)::int AS n FROM cyclone_runs WHERE id = ANY ($1) AND state = 'completed'",
             [runIds],
@@ -145,7 +148,6 @@ describe('workflow races: each has exactly one outcome', () => {
           return n === RUNS ? n : undefined;
         },
         15_000,
-        'every run to complete',
       );
     } finally {
       done = true;
@@ -185,9 +187,10 @@ describe('workflow races: each has exactly one outcome', () => {
     // Wait (on the database clock) until every wait's timeout has passed, then let
     // everything meet: a signal to each run, each run's own timer fired by the test
     // kit, and sweeper passes on every client, all at once.
-    await eventually(
+    await waitFor(
+      'every timeout to be due',
       async () => {
-        const [{ n }] = await query<{ n: number }>(
+        const [{ n }] = await sql<{ n: number }>(
           base,
           "SELECT count(*)::int AS n FROM cyclone_steps WHERE run_id = ANY ($1) AND node_id = 'approval' AND wake_at <= now()",
           [runIds],
@@ -195,7 +198,6 @@ describe('workflow races: each has exactly one outcome', () => {
         return n === RUNS ? n : undefined;
       },
       10_000,
-      'every timeout to be due',
     );
 
     const fireTimer = (env: CycloneTestEnv, runId: string) =>

@@ -15,6 +15,7 @@ import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, testEnvs } from './support/handler-probe.js';
 import { stateOf, untilStates } from './support/node-states.js';
+import { sleep } from './support/wait.js';
 
 const probe = new HandlerProbe();
 /** Every handler call, in order: node id and what it saw. */

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CycloneDatabase, Step, type StepContext } from 'cyclone-nestjs';
+import { sleep } from '../support/wait.js';
 
 /**
  * The step the crash and fault tests run, in worker processes and in-process.

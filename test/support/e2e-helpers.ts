@@ -1,10 +1,12 @@
 import { expect } from '@jest/globals';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { CycloneError } from 'cyclone-nestjs';
+import { sql } from './sql.js';
 
 /** How many runs and steps the environment's database holds. */
 export async function countRows(env: CycloneTestEnv): Promise<{ runs: number; steps: number }> {
-  const [row] = await env.dataSource.query(
+  const [row] = await sql(
+    env,
     'SELECT (SELECT count(*)::int FROM cyclone_runs) AS runs, (SELECT count(*)::int FROM cyclone_steps) AS steps',
   );
   return { runs: row.runs, steps: row.steps };
@@ -12,7 +14,8 @@ export async function countRows(env: CycloneTestEnv): Promise<{ runs: number; st
 
 /** Rows of one run: the run itself and its steps, read straight from the tables. */
 export async function rowsOfRun(env: CycloneTestEnv, runId: string): Promise<{ runs: number; steps: number }> {
-  const [row] = await env.dataSource.query(
+  const [row] = await sql(
+    env,
     `SELECT (SELECT count(*)::int FROM cyclone_runs WHERE id = $1) AS runs,
             (SELECT count(*)::int FROM cyclone_steps WHERE run_id = $1) AS steps`,
     [runId],
@@ -58,17 +61,4 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   let resolve!: (value: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
-}
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Polls `check` until it returns a defined value, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
 }

@@ -3,7 +3,7 @@ import { CLAIM_STEPS } from '../../libs/cyclone/src/sql/claim.sql.js';
 import { afterEach } from '@jest/globals';
 import type { Provider } from '@nestjs/common';
 import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testing';
-import { eventually } from './e2e-helpers.js';
+import { waitFor } from './wait.js';
 
 /** One call of a probed handler: what its context said, and what happened to its signal. */
 export interface HandlerCall {
@@ -102,12 +102,12 @@ export class HandlerProbe {
 
   /** Waits for the `index`-th call (from 0) of the run's handler. */
   call(runId: string, index = 0, timeoutMs = 10_000): Promise<HandlerCall> {
-    return eventually(async () => this.of(runId)[index], timeoutMs, `call #${index + 1} of run ${runId}`);
+    return waitFor(`call #${index + 1} of run ${runId}`, async () => this.of(runId)[index], timeoutMs);
   }
 
   /** Waits until the call has returned (or thrown). */
   returned(call: HandlerCall, timeoutMs = 10_000): Promise<number> {
-    return eventually(async () => call.returnedAt, timeoutMs, `call of run ${call.runId} to return`);
+    return waitFor(`call of run ${call.runId} to return`, async () => call.returnedAt, timeoutMs);
   }
 
   /** Lets every held call go, so that closing an environment does not wait on them. */
@@ -136,13 +136,13 @@ export function stepWhen(
   what: string,
   timeoutMs = 10_000,
 ) {
-  return eventually(
+  return waitFor(
+    what,
     async () => {
       const step = await stepOf(env, runId);
       return test(step) ? step : undefined;
     },
     timeoutMs,
-    what,
   );
 }
 
@@ -167,15 +167,6 @@ export async function within<T, F>(promise: Promise<T>, ms: number, fallback: F)
 /** Polling effectively off: one tick at startup, the next a minute later. */
 export const POLLING_OFF: [string, string] = ['60s', '61s'];
 
-/** Runs SQL on the environment's own pool (rows as `pg` returns them). */
-export async function query<R extends Record<string, any> = Record<string, any>>(
-  env: CycloneTestEnv,
-  text: string,
-  values?: unknown[],
-): Promise<R[]> {
-  return (await env.app.get(CycloneDatabase).pool.query<R>(text, values)).rows;
-}
-
 /**
  * Claims due steps of `kinds` with the workers' own claim statement, as a
  * worker called `owner` would, and then never heartbeats: the honest picture
@@ -198,10 +189,10 @@ export async function claimAsDeadWorker(
  */
 export async function firstPollTick(env: CycloneTestEnv): Promise<void> {
   const atStartup = env.app.get(CycloneStats).runsWorkers ? ['cyclone:poll', 'cyclone:recovery'] : ['cyclone:recovery'];
-  await eventually(
+  await waitFor(
+    `the first ticks of ${atStartup.join(' and ')}`,
     async () => (atStartup.every((loop) => lastTickAt(env, loop) !== null) ? true : undefined),
     10_000,
-    `the first ticks of ${atStartup.join(' and ')}`,
   );
 }
 

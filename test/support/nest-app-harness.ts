@@ -1,6 +1,5 @@
 import type { DynamicModule, INestApplicationContext, LoggerService, LogLevel, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import pg from 'pg';
 import { TestDatabase } from 'cyclone-nestjs/testing';
 
 /** The server the jest global setup started (or the one the environment gave). */
@@ -58,38 +57,17 @@ export class AppHarness {
   }
 }
 
-/** Runs one statement on `url` with a short-lived client of its own. */
-export async function sql<R extends pg.QueryResultRow = Record<string, any>>(
-  url: string,
-  text: string,
-  values?: unknown[],
-): Promise<R[]> {
-  const client = new pg.Client({ connectionString: url, application_name: 'cyclone-test' });
-  await client.connect();
-  try {
-    return (await client.query<R>(text, values)).rows;
-  } finally {
-    await client.end();
+/** Keeps the messages Nest loggers write, to check what Cyclone reported. */
+export class CapturingLogger implements LoggerService {
+  readonly messages: string[] = [];
+  log(message: unknown) {
+    this.messages.push(String(message));
   }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Polls `check` until it returns something other than undefined/false, or fails after `timeoutMs`. */
-export async function waitFor<T>(
-  what: string,
-  check: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 10_000,
-  intervalMs = 50,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(intervalMs);
+  error(message: unknown) {
+    this.messages.push(String(message));
+  }
+  warn(message: unknown) {
+    this.messages.push(String(message));
   }
 }
 

@@ -1,5 +1,5 @@
-import type { AbortReason } from './errors/step-aborted.error.js';
-import type { FailedStep } from './errors/run-failed.error.js';
+/** Why a running step's signal aborted (StepAbortedError's reason). */
+type AbortReason = 'timeout' | 'cancelled' | 'lease_lost' | 'shutdown';
 
 /** Every user-facing message in one place, so wording stays consistent. */
 export const messages = {
@@ -18,7 +18,7 @@ export const messages = {
   runNotFound: (runId: string) =>
     `Run ${runId} does not exist. It may never have been enqueued, or its retention has expired.`,
   stepNotFound: (runId: string, nodeId: string) => `Run ${runId} has no node "${nodeId}".`,
-  runFailed: (runId: string, steps: FailedStep[]) =>
+  runFailed: (runId: string, steps: { nodeId: string; error: string | null; errorKind: string | null }[]) =>
     `Run ${runId} failed: ` +
     steps.map((s) => `${s.nodeId} discarded (${s.errorKind ?? 'error'}: ${s.error ?? 'no message'})`).join('; '),
   runCancelled: (runId: string) => `Run ${runId} was cancelled.`,
@@ -81,7 +81,7 @@ export const messages = {
     'or give Cyclone a database with CYCLONE_DATABASE_URL.',
   embeddedDirInUse: (dir: string, pid: number, port: string | undefined) =>
     `The embedded PostgreSQL's data directory ${dir} is in use by a running server (pid ${pid}` +
-    `${port ? `, port ${port}` : ''}), probably left behind by an earlier process. Stop it with \`kill ${pid}\`, ` +
+    `${port ? `, port ${port}` : ''}): another app is using it, or a server was left behind by a crash. Stop it with \`kill ${pid}\`, ` +
     'or use another directory with CYCLONE_EMBEDDED_DIR.',
   importedTwice: (importers: string[]) =>
     `CycloneModule.forRoot() is imported more than once${importers.length > 0 ? ` (by ${importers.join(', ')})` : ''}. ` +

@@ -2,12 +2,12 @@ export { CycloneModule } from './module/cyclone.module.js';
 export { CYCLONE_MODULE_OPTIONS } from './module/cyclone.module-definition.js';
 export { CycloneClient, type ResultOptions } from './client/cyclone.client.js';
 export { CycloneDatabase } from './database/cyclone-database.js';
-export { CycloneStats, type LoopState } from './stats/cyclone-stats.js';
+export { CycloneStats, type LoopState } from './runtime/cyclone-stats.js';
 export { CycloneErrorFilter, CYCLONE_ERROR_STATUS } from './http/cyclone-error.filter.js';
 export { Step } from './decorators/step.decorator.js';
-export { defineStep, type StepRef, type StepInput, type StepOutput } from './steps/define-step.js';
-export { Snooze } from './steps/snooze.js';
-export { defineWorkflow, WorkflowDefinition, type WorkflowNode } from './workflow/define-workflow.js';
+export { defineStep, type StepRef, type StepInput, type StepOutput } from './definitions/define-step.js';
+export { Snooze } from './interfaces/snooze.js';
+export { defineWorkflow, WorkflowDefinition, type WorkflowNode } from './definitions/define-workflow.js';
 export { CYCLONE_MIGRATIONS } from './schema/migrations.js';
 export {
   RUN_STATES,
@@ -20,3 +20,4 @@ export {
 export type { Duration } from './common/duration.js';
 export * from './errors/index.js';
 export * from './interfaces/index.js';
+export * from './options/cyclone-module-options.interface.js';

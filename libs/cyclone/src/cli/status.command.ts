@@ -17,11 +17,10 @@ export async function statusCommand(client: pg.Client, json: boolean, out: NodeJ
   if (plan.applied.length === 0) {
     throw new CliError('no Cyclone schema in this database: apply it with `cyclone migrate`');
   }
-  const [queues, stranded, paused] = await Promise.all([
-    execute(client, QUEUE_STATE, []),
-    execute(client, STRANDED_LEASES, [STRANDED_AFTER_MS]),
-    execute(client, PAUSED_QUEUES, []),
-  ]);
+  // One connection runs one query at a time.
+  const queues = await execute(client, QUEUE_STATE, []);
+  const stranded = await execute(client, STRANDED_LEASES, [STRANDED_AFTER_MS]);
+  const paused = await execute(client, PAUSED_QUEUES, []);
   const status = {
     migrations: { applied: plan.applied, pending: plan.pending.map((m) => m.version), unknown: plan.unknown },
     queues: queues.rows.map((q) => ({

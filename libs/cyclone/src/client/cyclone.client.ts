@@ -15,8 +15,8 @@ import { RunNotFoundError } from '../errors/run-not-found.error.js';
 import { StepNotFoundError } from '../errors/step-not-found.error.js';
 import type { EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
 import type { ErrorKind, RunInfo, RunState, StepInfo } from '../interfaces/run-info.interface.js';
-import type { ResolvedOptions } from '../module/resolved-options.js';
-import type { StepInput, StepOutput, StepRef } from '../steps/define-step.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
+import type { StepInput, StepOutput, StepRef } from '../definitions/define-step.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
@@ -34,7 +34,7 @@ import {
 } from '../sql/workflow.sql.js';
 import { UnknownSignalError } from '../errors/unknown-signal.error.js';
 import { START_OPTION_NAMES, type StartOptions } from '../interfaces/workflow-options.interface.js';
-import type { WorkflowDefinition } from '../workflow/define-workflow.js';
+import type { WorkflowDefinition } from '../definitions/define-workflow.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { messages } from '../cyclone.messages.js';
 import {
@@ -47,7 +47,7 @@ import {
   STEP_STATE,
 } from '../sql/runs.sql.js';
 import { EnqueueBatcher } from './enqueue-batcher.js';
-import { enqueueJobValues, jobParams, type JobParams } from './job-params.js';
+import { enqueueJobValues, jobParams, type JobParams } from '../steps/job-params.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
 import { uuid7 } from '../common/uuid7.js';

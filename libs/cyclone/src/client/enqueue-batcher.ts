@@ -1,7 +1,7 @@
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { StatementBatcher } from '../database/statement-batcher.js';
 import { ENQUEUE_JOBS } from '../sql/enqueue.sql.js';
-import { enqueueJobsValues, type NewJob } from './job-params.js';
+import { enqueueJobsValues, type NewJob } from '../steps/job-params.js';
 import type { WakePublisher } from '../notifications/wake-publisher.js';
 
 /** More than this many enqueues wait for the next statement. */

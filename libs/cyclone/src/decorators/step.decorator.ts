@@ -1,6 +1,6 @@
 import { STEP_HOST_METADATA, STEP_METADATA } from '../cyclone.constants.js';
 import type { StepOptions } from '../interfaces/step-options.interface.js';
-import type { StepRef } from '../steps/define-step.js';
+import type { StepRef } from '../definitions/define-step.js';
 
 export interface StepMetadata {
   kind: string;

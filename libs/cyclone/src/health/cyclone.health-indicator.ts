@@ -3,7 +3,7 @@ import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/term
 import { toMs, type Duration } from '../common/duration.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { QUEUE_STATE, STRANDED_LEASES } from '../sql/health.sql.js';
-import { CycloneStats, type LoopState } from '../stats/cyclone-stats.js';
+import { CycloneStats, type LoopState } from '../runtime/cyclone-stats.js';
 
 export interface CycloneHealthOptions {
   /** A queue whose oldest due step has waited longer than this is reported degraded. Default 5 min. */

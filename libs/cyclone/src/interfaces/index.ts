@@ -1,4 +1,3 @@
-export * from './cyclone-module-options.interface.js';
 export * from './enqueue-options.interface.js';
 export * from './run-info.interface.js';
 export * from './step-context.interface.js';

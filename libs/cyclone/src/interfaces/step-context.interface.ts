@@ -1,6 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { Duration } from '../common/duration.js';
-import type { Snooze } from '../steps/snooze.js';
+import type { Snooze } from './snooze.js';
 
 /** What a step handler learns about the attempt it runs. */
 export interface StepContext<RunInput = unknown> {

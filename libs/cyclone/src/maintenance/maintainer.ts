@@ -1,6 +1,6 @@
 import { Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { CycloneInstance } from '../module/cyclone-instance.js';
-import { CycloneStats } from '../stats/cyclone-stats.js';
+import { CycloneInstance } from '../runtime/cyclone-instance.js';
+import { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { MaintenanceService } from './maintenance-service.js';
 import { RecoverySweeper } from './recovery.sweeper.js';
 import { RetentionSweeper } from './retention.sweeper.js';

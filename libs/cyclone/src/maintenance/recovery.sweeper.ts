@@ -3,7 +3,7 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { Loop } from '../common/loop.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import type { ResolvedOptions } from '../module/resolved-options.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
 import { RECOVERY_CANDIDATES, RECOVER_STEP, REWAKE_STALE_QUEUES } from '../sql/recovery.sql.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { retryDelay } from '../steps/retry-policy.js';

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import type { ResolvedOptions } from '../module/resolved-options.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
 import { DUE_TIMERS, FIRE_TIMER } from '../sql/timers.sql.js';
 import { Loop } from '../common/loop.js';
 import type { MaintenanceService } from './maintenance-service.js';

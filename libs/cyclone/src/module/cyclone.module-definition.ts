@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import type { CycloneModuleOptions } from '../options/cyclone-module-options.interface.js';
 
 export const {
   ConfigurableModuleClass: CycloneConfigurableModule,

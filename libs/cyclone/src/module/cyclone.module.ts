@@ -4,22 +4,22 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { CycloneClient } from '../client/cyclone.client.js';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import { createCycloneDatabase } from '../database/database.factory.js';
+import { createCycloneDatabase } from './database.factory.js';
 import { StepExplorer } from '../discovery/step.explorer.js';
-import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import type { CycloneModuleOptions } from '../options/cyclone-module-options.interface.js';
 import { Maintainer } from '../maintenance/maintainer.js';
 import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import { TimerSweeper } from '../maintenance/timer.sweeper.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
-import { CycloneStats } from '../stats/cyclone-stats.js';
+import { CycloneStats } from '../runtime/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { WorkerHost } from '../worker/worker-host.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
-import { CycloneInstance } from './cyclone-instance.js';
+import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import { CYCLONE_MODULE_OPTIONS, CycloneConfigurableModule } from './cyclone.module-definition.js';
-import { resolveOptions, type ResolvedOptions } from './resolved-options.js';
+import { resolveOptions, type ResolvedOptions } from '../options/resolved-options.js';
 
 /**
  * Durable jobs in the app's PostgreSQL. `CycloneModule.forRoot(options)` or

@@ -4,7 +4,7 @@ import { RUN_FINISHED_CHANNEL, WAKE_CHANNEL, type Channel } from '../sql/names.j
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { WAKE_QUEUES } from '../sql/enqueue.sql.js';
 import { execute } from '../database/statement.js';
-import { CycloneStats } from '../stats/cyclone-stats.js';
+import { CycloneStats } from '../runtime/cyclone-stats.js';
 
 type Listener = (payload: string) => void;
 

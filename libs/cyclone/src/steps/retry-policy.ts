@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { toMs } from '../common/duration.js';
 import { errorMessage } from '../common/error-message.js';
-import type { RegisteredStep } from '../steps/registered-step.js';
+import type { RegisteredStep } from './registered-step.js';
 
 /** First retry after about one second, doubling each attempt. */
 const BASE_MS = 1_000;

@@ -8,7 +8,7 @@ import { toMs, type Duration } from '../common/duration.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import type { CycloneError } from '../errors/cyclone.error.js';
 import { ResultTimeoutError } from '../errors/result-timeout.error.js';
-import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import type { CycloneModuleOptions } from '../options/cyclone-module-options.interface.js';
 import type { RunInfo } from '../interfaces/run-info.interface.js';
 import { CycloneModule } from '../module/cyclone.module.js';
 import { NotificationListener } from '../notifications/notification-listener.js';

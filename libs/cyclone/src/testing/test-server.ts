@@ -18,7 +18,7 @@ export interface TestServer {
  * runner's global setup and put its URL in CYCLONE_TEST_DATABASE_URL, so all
  * test files share it.
  */
-export async function startTestServer(): Promise<TestServer> {
+export async function startTestServer(options: { unref?: boolean } = {}): Promise<TestServer> {
   // As root the server runs as the postgres user, who must be able to write here.
   const dir = await mkdtemp(join(tmpdir(), 'cyclone-test-'));
   await chmod(dir, 0o777);
@@ -28,6 +28,8 @@ export async function startTestServer(): Promise<TestServer> {
     persistent: false,
     logger: new Logger('Cyclone'),
     settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300' },
+    unref: options.unref,
+    removeOnExit: dir,
   });
   return { url: server.url, stop: () => server.stop() };
 }
@@ -40,7 +42,8 @@ let shared: Promise<TestServer> | undefined;
  * announced once.
  */
 export function sharedTestServer(): Promise<TestServer> {
-  shared ??= startTestServer().then((server) => {
+  // Nobody stops it: it must not keep the test process alive, and it stops when the process exits.
+  shared ??= startTestServer({ unref: true }).then((server) => {
     new Logger('Cyclone').log(
       `No CYCLONE_TEST_DATABASE_URL: started an embedded PostgreSQL for this test process at ${server.url}. ` +
         'Set CYCLONE_TEST_DATABASE_URL to use a server of yours, or start one in global setup with startTestServer().',

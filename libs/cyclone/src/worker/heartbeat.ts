@@ -3,7 +3,7 @@ import type { CycloneDatabase } from '../database/cyclone-database.js';
 import type { AbortReason } from '../errors/step-aborted.error.js';
 import { LEASE_LOSS_REASON, RENEW_LEASE } from '../sql/lease.sql.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
-import type { CycloneStats } from '../stats/cyclone-stats.js';
+import type { CycloneStats } from '../runtime/cyclone-stats.js';
 
 /**
  * One claimed step's lease renewal: every leaseTtl/3 with a random first phase

@@ -2,7 +2,7 @@ import type { Logger } from '@nestjs/common';
 import { toMs, type Duration } from '../common/duration.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import type { StepContext } from '../interfaces/step-context.interface.js';
-import { Snooze } from '../steps/snooze.js';
+import { Snooze } from '../interfaces/snooze.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 
 /** The `ctx` a handler receives, built from the claimed row. */

@@ -4,7 +4,7 @@ import { PermanentError } from '../errors/permanent.error.js';
 import { StepAbortedError, type AbortReason } from '../errors/step-aborted.error.js';
 import { toJson } from '../common/validate.js';
 import type { RegisteredStep } from '../steps/registered-step.js';
-import { Snooze } from '../steps/snooze.js';
+import { Snooze } from '../interfaces/snooze.js';
 import { FAIL_STEP, SNOOZE_STEP } from '../sql/complete.sql.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
@@ -13,7 +13,7 @@ import { retryDelay } from '../steps/retry-policy.js';
 import { errorMessage } from '../common/error-message.js';
 import { isRejectedData } from '../database/rejected-data.js';
 import { StepContextImpl } from './step-context.js';
-import type { CycloneStats } from '../stats/cyclone-stats.js';
+import type { CycloneStats } from '../runtime/cyclone-stats.js';
 
 export interface ExecutionDeps {
   database: CycloneDatabase;

@@ -1,12 +1,12 @@
 import { describe, it, expect } from '@jest/globals';
 import { compileWorkflow, type CompiledWorkflow } from './compile-workflow.js';
-import { defineWorkflow, type WorkflowDefinition } from './define-workflow.js';
+import { defineWorkflow, type WorkflowDefinition } from '../definitions/define-workflow.js';
 import { InvalidWorkflowError } from '../errors/invalid-workflow.error.js';
 import { CycloneError } from '../errors/cyclone.error.js';
-import { resolveOptions, type ResolvedOptions } from '../module/resolved-options.js';
+import { resolveOptions, type ResolvedOptions } from '../options/resolved-options.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import type { RegisteredStep } from '../steps/registered-step.js';
-import { defineStep } from '../steps/define-step.js';
+import { defineStep } from '../definitions/define-step.js';
 
 /** A registered step as discovery would leave it: no defaults unless given. */
 function step(kind: string, defaults: Partial<Omit<RegisteredStep, 'kind' | 'host' | 'handler'>> = {}): RegisteredStep {

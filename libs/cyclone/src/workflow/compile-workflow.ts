@@ -7,10 +7,10 @@ import {
   SLEEP_OPTION_NAMES,
   WORKFLOW_STEP_OPTION_NAMES,
 } from '../interfaces/workflow-options.interface.js';
-import { jobParams } from '../client/job-params.js';
-import type { ResolvedOptions } from '../module/resolved-options.js';
+import { jobParams } from '../steps/job-params.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
 import type { StepRegistry } from '../steps/step-registry.js';
-import type { WorkflowDefinition, WorkflowNode } from './define-workflow.js';
+import type { WorkflowDefinition, WorkflowNode } from '../definitions/define-workflow.js';
 
 /** One node's row in cyclone_steps, as cyclone_start_workflow reads it. */
 export interface NodeRow {

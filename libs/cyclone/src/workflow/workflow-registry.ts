@@ -2,10 +2,10 @@ import { Inject, Injectable } from '@nestjs/common';
 import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
 import { InvalidWorkflowError } from '../errors/invalid-workflow.error.js';
 import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
-import type { ResolvedOptions } from '../module/resolved-options.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
 import type { StepRegistry } from '../steps/step-registry.js';
 import { compileWorkflow, type CompiledWorkflow } from './compile-workflow.js';
-import type { WorkflowDefinition } from './define-workflow.js';
+import type { WorkflowDefinition } from '../definitions/define-workflow.js';
 
 /** The workflows of the module options, checked once the steps are discovered. */
 @Injectable()

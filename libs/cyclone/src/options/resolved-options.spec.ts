@@ -1,7 +1,7 @@
 import { describe, it, expect } from '@jest/globals';
 import { resolveOptions } from './resolved-options.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
-import type { CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import type { CycloneModuleOptions } from './cyclone-module-options.interface.js';
 
 function rejection(options: unknown): Error {
   try {

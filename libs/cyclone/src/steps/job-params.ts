@@ -10,8 +10,8 @@ import {
   MIN_PRIORITY,
 } from '../cyclone.constants.js';
 import { ENQUEUE_OPTION_NAMES, type EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
-import type { RegisteredStep } from '../steps/registered-step.js';
-import type { ResolvedOptions } from '../module/resolved-options.js';
+import type { RegisteredStep } from './registered-step.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
 import { uuid7 } from '../common/uuid7.js';
 import type { StatementParams } from '../database/statement.js';
 import type { ENQUEUE_JOB, ENQUEUE_JOBS } from '../sql/enqueue.sql.js';

@@ -33,14 +33,23 @@ export class CycloneInstance {
     if (primaries.get(this.modules) === this) primaries.delete(this.modules);
   }
 
-  /** Names of the modules that import CycloneModule, for the warning. */
+  /**
+   * Names of the modules that list CycloneModule in their own imports, for
+   * the warning. (Nest also links a global module into every module's
+   * imports, so the container's import graph would name them all.) By name:
+   * importing CycloneModule here would make the two files import each other.
+   */
   private importers(): string[] {
     const names = new Set<string>();
     for (const module of this.modules.values()) {
-      for (const imported of module.imports) {
-        if (imported.metatype?.name === 'CycloneModule') names.add(module.metatype?.name ?? 'an anonymous module');
-      }
+      const declared = (Reflect.getMetadata('imports', module.metatype) ?? []) as unknown[];
+      if (declared.some(isCycloneImport)) names.add(module.metatype.name);
     }
     return [...names];
   }
+}
+
+function isCycloneImport(entry: unknown): boolean {
+  const module = (entry as { module?: { name?: string } } | null)?.module;
+  return module?.name === 'CycloneModule';
 }

@@ -1,6 +1,6 @@
 import type { Duration } from '../common/duration.js';
 import type { SignalWaitOptions, SleepOptions, WorkflowStepOptions } from '../interfaces/workflow-options.interface.js';
-import type { StepRef } from '../steps/define-step.js';
+import type { StepRef } from './define-step.js';
 
 export type WorkflowNode =
   | { type: 'step'; id: string; kind: string; options: WorkflowStepOptions }

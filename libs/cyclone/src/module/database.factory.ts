@@ -2,9 +2,9 @@ import { Logger } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import type pg from 'pg';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
-import type { ResolvedOptions } from '../module/resolved-options.js';
-import { CycloneDatabase } from './cyclone-database.js';
-import { startEmbeddedDatabase, type EmbeddedDatabase } from './embedded-database.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
+import { CycloneDatabase } from '../database/cyclone-database.js';
+import { startEmbeddedDatabase, type EmbeddedDatabase } from '../database/embedded-database.js';
 import { migrateOnStartup } from '../schema/migrator.js';
 
 const logger = new Logger('Cyclone');

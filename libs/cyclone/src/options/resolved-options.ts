@@ -1,8 +1,8 @@
-import type { CycloneConnectionOptions, CycloneModuleOptions } from '../interfaces/cyclone-module-options.interface.js';
+import type { CycloneConnectionOptions, CycloneModuleOptions } from './cyclone-module-options.interface.js';
 import { toMs } from '../common/duration.js';
 import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
-import { WorkflowDefinition } from '../workflow/define-workflow.js';
+import { WorkflowDefinition } from '../definitions/define-workflow.js';
 import {
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_MAX_PAYLOAD_BYTES,

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { Duration } from '../common/duration.js';
-import type { WorkflowDefinition } from '../workflow/define-workflow.js';
+import type { WorkflowDefinition } from '../definitions/define-workflow.js';
 
 export type CycloneConnectionOptions = { url?: string } | { dataSource: DataSource };
 
