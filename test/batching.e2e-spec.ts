@@ -343,10 +343,10 @@ describe('completions of one client recorded together', () => {
     // The stale completion went out in one statement with others (the case under test).
     const completions = statements.named('cyclone_complete_steps');
     const carrying = completions.filter((values) =>
-      (values[0] as string[]).some((id, k) => id === staleStep.id && values[2][k] === String(calls[STALE].fencingToken)),
+      (values[1] as string[]).some((id, k) => id === staleStep.id && values[3][k] === String(calls[STALE].fencingToken)),
     );
     expect(carrying).toHaveLength(1);
-    expect(carrying[0][0].length).toBeGreaterThan(1);
+    expect(carrying[0][1].length).toBeGreaterThan(1);
 
     // Every other step completed with its own output; the reclaimed one still runs, its stale completion dropped.
     expect(outputs).toEqual(ids.flatMap((_, i) => (i === STALE ? [] : [{ n: i, by: 'first holder' }])));
@@ -409,7 +409,7 @@ describe('completions of one client recorded together', () => {
     expect(refused.error).toContain('The output could not be stored: poisoned output');
     statements.restore();
     // It was refused inside a shared statement, which was then split: it went out once more alone.
-    const written = statements.named('cyclone_complete_steps').map((values) => values[0] as unknown as string[]);
+    const written = statements.named('cyclone_complete_steps').map((values) => values[1] as unknown as string[]);
     expect(written.some((stepIds) => stepIds.length > 1 && stepIds.includes(refused.id))).toBe(true);
     expect(written.some((stepIds) => stepIds.length === 1 && stepIds[0] === refused.id)).toBe(true);
   });
@@ -441,7 +441,7 @@ describe('completions of one client recorded together', () => {
     for (const stepId of stepIds) {
       const together = statements
         .named('cyclone_complete_steps')
-        .filter((values) => (values[0] as string[]).filter((id) => id === stepId).length === 2);
+        .filter((values) => (values[1] as string[]).filter((id) => id === stepId).length === 2);
       expect(together).toHaveLength(1);
     }
 
@@ -474,7 +474,7 @@ describe('completions of one client recorded together', () => {
     }
     // Several nodes of one run went out in one statement (the case under test).
     const sameRunTogether = statements.named('cyclone_complete_steps').some((values) => {
-      const runsOf = (values[0] as string[]).map((id) => stepIds.get(id)).filter((r) => r !== undefined);
+      const runsOf = (values[1] as string[]).map((id) => stepIds.get(id)).filter((r) => r !== undefined);
       return new Set(runsOf).size < runsOf.length;
     });
     expect(sameRunTogether).toBe(true);

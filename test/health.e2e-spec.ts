@@ -48,7 +48,7 @@ describe('CycloneHealthIndicator', () => {
     expect((result.cyclone as any).backlogged).toEqual(['unserved']);
     // A generous threshold makes the same backlog acceptable.
     expect((await indicator.isHealthy('cyclone', { maxQueueAge: '1h' })).cyclone.status).toBe('up');
-    await env.dataSource.query(`DELETE FROM cyclone_runs`);
+    await env.dataSource.query(`DELETE FROM cyclone_steps; DELETE FROM cyclone_runs`);
   });
 
   it('shows a paused queue as paused, and its backlog as expected rather than degraded', async () => {
@@ -65,7 +65,7 @@ describe('CycloneHealthIndicator', () => {
       expect((resumed.cyclone as any).queues.held_back.paused).toBe(false);
     } finally {
       await env.client.resumeQueue('held_back');
-      await env.dataSource.query(`DELETE FROM cyclone_runs`);
+      await env.dataSource.query(`DELETE FROM cyclone_steps; DELETE FROM cyclone_runs`);
     }
   });
 
@@ -78,7 +78,7 @@ describe('CycloneHealthIndicator', () => {
     const result = await indicator.isHealthy('cyclone');
     expect(result.cyclone.status).toBe('down');
     expect((result.cyclone as any).leases.stranded).toBe(1);
-    await env.dataSource.query(`DELETE FROM cyclone_runs`);
+    await env.dataSource.query(`DELETE FROM cyclone_steps; DELETE FROM cyclone_runs`);
     expect((await indicator.isHealthy('cyclone')).cyclone.status).toBe('up');
   });
 

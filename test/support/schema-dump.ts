@@ -12,6 +12,15 @@ export async function dumpSchema(client: pg.ClientBase): Promise<string> {
   const unqualify = (text: string) => text.replaceAll(`${schema}.`, '');
   const parts: string[] = [];
 
+  const sequences = await client.query<{ name: string; type: string }>(
+    `SELECT c.relname AS name, format_type(s.seqtypid, NULL) AS type
+       FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid
+      WHERE c.relnamespace = $1::regnamespace AND c.relname LIKE 'cyclone\\_%'
+      ORDER BY c.relname`,
+    [schema],
+  );
+  parts.push(...sequences.rows.map((r) => `CREATE SEQUENCE ${r.name} AS ${r.type};`));
+
   const tables = await client.query<{ oid: number; name: string; partition_key: string | null }>(
     `SELECT c.oid, c.relname AS name,
             CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) END AS partition_key
@@ -57,7 +66,8 @@ export async function dumpSchema(client: pg.ClientBase): Promise<string> {
       ORDER BY x.relname`,
     [schema],
   );
-  parts.push(...indexes.rows.map((r) => `${unqualify(r.definition)};`));
+  // A partitioned table's index reads "ON ONLY": as a statement it would skip partitions made later.
+  parts.push(...indexes.rows.map((r) => `${unqualify(r.definition).replace(' ON ONLY ', ' ON ')};`));
 
   const functions = await client.query<{ definition: string }>(
     `SELECT pg_get_functiondef(p.oid) AS definition
@@ -85,6 +95,23 @@ export async function dumpSchema(client: pg.ClientBase): Promise<string> {
   );
   parts.push(
     ...versions.rows.map((v) => `INSERT INTO cyclone_schema_migrations (version, name) VALUES (${v.version}, '${v.name}');`),
+  );
+  // Partitions are made at run time (months ahead of now), not part of the schema.
+  parts.push('SELECT cyclone_ensure_partitions(3);');
+  const owned = await client.query<{ sequence: string; owner: string }>(
+    `SELECT s.relname AS sequence, t.relname || '.' || a.attname AS owner
+       FROM pg_depend d
+       JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+       JOIN pg_class t ON t.oid = d.refobjid
+       JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid
+      WHERE s.relnamespace = $1::regnamespace AND s.relname LIKE 'cyclone\\_%' AND d.deptype = 'a'
+      ORDER BY s.relname`,
+    [schema],
+  );
+  parts.splice(
+    sequences.rows.length + tables.rows.length,
+    0,
+    ...owned.rows.map((r) => `ALTER SEQUENCE ${r.sequence} OWNED BY ${r.owner};`),
   );
 
   return `${SCHEMA_HEADER}\n${parts.join('\n\n')}\n`;

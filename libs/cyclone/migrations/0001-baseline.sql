@@ -12,8 +12,14 @@ CREATE TABLE IF NOT EXISTS cyclone_schema_migrations (
   applied_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- Run-scoped tables are partitioned by month, on the run id: run ids are
+-- UUIDv7, whose first 48 bits are the creation time in milliseconds, so a
+-- month is a range of ids (sql/functions/partitions.sql makes the bounds).
+-- Every lookup of a run or of its steps names the run id, so it touches one
+-- partition; history leaves by whole months (cyclone_drop_partitions), and
+-- the partitions are created ahead of time by cyclone_ensure_partitions.
 CREATE TABLE cyclone_runs (
-  id            uuid PRIMARY KEY,          -- UUIDv7: time-ordered, so inserts land at the index's right edge
+  id            uuid NOT NULL,             -- UUIDv7: time-ordered, so inserts land at the index's right edge
   kind          text,                      -- step kind of a standalone job
   workflow      text,                      -- workflow name of a workflow run
   graph         jsonb,                     -- the workflow's nodes and edges, stored with the run
@@ -21,7 +27,7 @@ CREATE TABLE cyclone_runs (
                 CHECK (state IN ('running', 'paused', 'completed', 'failed', 'cancelled')),
   queue         text NOT NULL,
   input         jsonb NOT NULL DEFAULT 'null',
-  unique_key    text,
+  unique_key    text,                      -- held in cyclone_unique_keys while the run is unfinished
   retention     interval NOT NULL,
   created_at    timestamptz NOT NULL DEFAULT now(),
   updated_at    timestamptz NOT NULL DEFAULT now(),
@@ -30,21 +36,33 @@ CREATE TABLE cyclone_runs (
   -- Set by a client waiting for the result: only then is the finish announced.
   -- A NOTIFY holds the server-wide notification lock through its commit, so
   -- announcing every finish would serialise all completions.
-  notify_finish boolean NOT NULL DEFAULT false
-);
-
--- At most one unfinished run per unique key. Enqueue inserts with
--- ON CONFLICT DO NOTHING against this index, so a duplicate never raises
--- inside the caller's transaction.
-CREATE UNIQUE INDEX cyclone_runs_unique_key ON cyclone_runs (unique_key)
-  WHERE unique_key IS NOT NULL AND state IN ('running', 'paused');
+  notify_finish boolean NOT NULL DEFAULT false,
+  PRIMARY KEY (id)
+) PARTITION BY RANGE (id);
 
 CREATE INDEX cyclone_runs_delete_after ON cyclone_runs (delete_after)
   WHERE delete_after IS NOT NULL;
 
+-- The unique key of each unfinished run. A unique index on a partitioned
+-- table must contain the partition key, so keys that must be unique across
+-- every month live in a table of their own. Enqueue inserts here with
+-- ON CONFLICT DO NOTHING, so a duplicate never raises inside the caller's
+-- transaction; a run that finishes gives its key up, a retried one takes it
+-- back (or fails with a unique violation when another run took it).
+CREATE TABLE cyclone_unique_keys (
+  unique_key text PRIMARY KEY,
+  run_id     uuid NOT NULL
+);
+
+-- Steps live in their run's month (partitioned on run_id with the same
+-- bounds). No foreign key to cyclone_runs: a run and its steps are inserted
+-- by one statement and deleted by one, and a key would cost a lookup of the
+-- run for every step inserted and block dropping a month.
+CREATE SEQUENCE cyclone_steps_id_seq AS bigint;
+
 CREATE TABLE cyclone_steps (
-  id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  run_id           uuid NOT NULL REFERENCES cyclone_runs (id) ON DELETE CASCADE,
+  id               bigint NOT NULL DEFAULT nextval('cyclone_steps_id_seq'),
+  run_id           uuid NOT NULL,
   node_id          text NOT NULL,
   kind             text,                   -- NULL for signal and sleep nodes, which run no handler
   node_type        text NOT NULL DEFAULT 'step' CHECK (node_type IN ('step', 'signal', 'sleep')),
@@ -74,8 +92,11 @@ CREATE TABLE cyclone_steps (
   signalled_at     timestamptz,
   created_at       timestamptz NOT NULL DEFAULT now(),
   updated_at       timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (run_id, id),
   UNIQUE (run_id, node_id)
-);
+) PARTITION BY RANGE (run_id);
+
+ALTER SEQUENCE cyclone_steps_id_seq OWNED BY cyclone_steps.id;
 
 -- The claim: available rows of a queue in claim order. Partial, so it holds
 -- only claimable rows and does not grow with the history.
@@ -105,6 +126,7 @@ CREATE TABLE cyclone_paused_queues (
   paused_at timestamptz NOT NULL DEFAULT now()
 );
 
+\ir ../sql/functions/partitions.sql
 \ir ../sql/functions/locks.sql
 \ir ../sql/functions/settle-runs.sql
 \ir ../sql/functions/release-successors.sql
@@ -121,6 +143,10 @@ CREATE TABLE cyclone_paused_queues (
 \ir ../sql/functions/pause-run.sql
 \ir ../sql/functions/resume-run.sql
 \ir ../sql/functions/keep-paused.sql
+
+-- This month, the one before (a client whose clock is a little behind) and
+-- three ahead; the module keeps them ahead from then on.
+SELECT cyclone_ensure_partitions(3);
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000')
   ON CONFLICT DO NOTHING;

@@ -3,6 +3,8 @@
 -- drifts from what the migrations create. The definitions are kept in
 -- migrations/ (tables, indexes) and sql/functions/ (one file a function).
 
+CREATE SEQUENCE cyclone_steps_id_seq AS bigint;
+
 CREATE TABLE cyclone_paused_queues (
   queue text NOT NULL,
   paused_at timestamp with time zone NOT NULL DEFAULT now(),
@@ -26,7 +28,7 @@ CREATE TABLE cyclone_runs (
   notify_finish boolean NOT NULL DEFAULT false,
   CONSTRAINT cyclone_runs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'cancelled'::text]))),
   CONSTRAINT cyclone_runs_pkey PRIMARY KEY (id)
-);
+) PARTITION BY RANGE (id);
 
 CREATE TABLE cyclone_schema_migrations (
   version integer NOT NULL,
@@ -36,7 +38,7 @@ CREATE TABLE cyclone_schema_migrations (
 );
 
 CREATE TABLE cyclone_steps (
-  id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+  id bigint NOT NULL DEFAULT nextval('cyclone_steps_id_seq'::regclass),
   run_id uuid NOT NULL,
   node_id text NOT NULL,
   kind text,
@@ -69,14 +71,19 @@ CREATE TABLE cyclone_steps (
   CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
   CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text]))),
   CONSTRAINT cyclone_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'available'::text, 'running'::text, 'waiting_signal'::text, 'waiting_timer'::text, 'paused'::text, 'completed'::text, 'discarded'::text, 'cancelled'::text]))),
-  CONSTRAINT cyclone_steps_run_id_fkey FOREIGN KEY (run_id) REFERENCES cyclone_runs(id) ON DELETE CASCADE,
-  CONSTRAINT cyclone_steps_pkey PRIMARY KEY (id),
+  CONSTRAINT cyclone_steps_pkey PRIMARY KEY (run_id, id),
   CONSTRAINT cyclone_steps_run_id_node_id_key UNIQUE (run_id, node_id)
+) PARTITION BY RANGE (run_id);
+
+CREATE TABLE cyclone_unique_keys (
+  unique_key text NOT NULL,
+  run_id uuid NOT NULL,
+  CONSTRAINT cyclone_unique_keys_pkey PRIMARY KEY (unique_key)
 );
 
-CREATE INDEX cyclone_runs_delete_after ON cyclone_runs USING btree (delete_after) WHERE (delete_after IS NOT NULL);
+ALTER SEQUENCE cyclone_steps_id_seq OWNED BY cyclone_steps.id;
 
-CREATE UNIQUE INDEX cyclone_runs_unique_key ON cyclone_runs USING btree (unique_key) WHERE ((unique_key IS NOT NULL) AND (state = ANY (ARRAY['running'::text, 'paused'::text])));
+CREATE INDEX cyclone_runs_delete_after ON cyclone_runs USING btree (delete_after) WHERE (delete_after IS NOT NULL);
 
 CREATE INDEX cyclone_steps_claim ON cyclone_steps USING btree (queue, priority DESC, scheduled_at, id) WHERE (state = 'available'::text);
 
@@ -104,11 +111,12 @@ BEGIN
   UPDATE cyclone_runs
      SET state = 'cancelled', updated_at = now(), finished_at = now(), delete_after = now() + retention
    WHERE id = p_run_id;
+  DELETE FROM cyclone_unique_keys WHERE run_id = p_run_id;
   PERFORM pg_notify('cyclone_run_finished', p_run_id::text);
   RETURN v_state;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_ids bigint[], p_owner text, p_generations bigint[], p_outputs jsonb[])
+CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[], p_outputs jsonb[])
  RETURNS SETOF bigint
  LANGUAGE plpgsql
 AS $function$
@@ -117,7 +125,7 @@ DECLARE
   v_runs uuid[] := '{}';
   v_run  uuid;
 BEGIN
-  PERFORM cyclone_lock_runs_of(p_ids);
+  PERFORM cyclone_lock_runs(p_run_ids);
 
   -- One primary-key lookup per step. A join with the arrays leaves the plan
   -- to the table's statistics, and on a young table (not analysed yet) or a
@@ -126,7 +134,7 @@ BEGIN
     UPDATE cyclone_steps
        SET state = 'completed', output = p_outputs[i], error = NULL, error_kind = NULL,
            finished_at = now(), updated_at = now(), lease_expiry = NULL
-     WHERE id = p_ids[i] AND state = 'running'
+     WHERE run_id = p_run_ids[i] AND id = p_ids[i] AND state = 'running'
        AND lease_owner = p_owner AND lease_generation = p_generations[i]
        AND (timeout IS NULL OR started_at + timeout > now())
     RETURNING run_id INTO v_run;
@@ -144,7 +152,69 @@ BEGIN
   RETURN QUERY SELECT unnest(v_ids);
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_fail_step(p_step_id bigint, p_owner text, p_generation bigint, p_error text, p_error_kind text, p_retry_delay_ms bigint)
+CREATE OR REPLACE FUNCTION cyclone_drop_partitions(p_older_than timestamp with time zone)
+ RETURNS SETOF text
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_month   record;
+  v_steps   text;
+  v_timeout text := current_setting('lock_timeout');
+BEGIN
+  PERFORM pg_advisory_xact_lock(7482001772);
+  FOR v_month IN
+    SELECT * FROM cyclone_partitions(p_older_than)
+     WHERE ended_before AND NOT live_runs
+       AND month < (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month') AT TIME ZONE 'UTC'
+  LOOP
+    v_steps := 'cyclone_steps_' || substr(v_month.name, length('cyclone_runs_') + 1);
+    BEGIN
+      PERFORM set_config('lock_timeout', '100ms', true);
+      EXECUTE format('DROP TABLE IF EXISTS %I, %I', v_steps, v_month.name);
+      PERFORM set_config('lock_timeout', v_timeout, true);
+      RETURN NEXT v_steps;
+      RETURN NEXT v_month.name;
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE 'cyclone_drop_partitions: % is busy; it is left for the next call', v_month.name;
+    END;
+  END LOOP;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_ensure_partitions(p_months_ahead integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  -- Month arithmetic on UTC timestamps: on timestamptz it would follow the session's time zone.
+  v_this    timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+  v_from    timestamp;
+  v_suffix  text;
+  v_created integer := 0;
+  v_timeout text := current_setting('lock_timeout');
+BEGIN
+  PERFORM pg_advisory_xact_lock(7482001772);
+  FOR m IN -1 .. p_months_ahead LOOP
+    v_from := v_this + make_interval(months => m);
+    v_suffix := to_char(v_from, '"y"YYYY"m"MM');
+    CONTINUE WHEN to_regclass('cyclone_runs_' || v_suffix) IS NOT NULL;
+    BEGIN
+      PERFORM set_config('lock_timeout', '100ms', true);
+      -- Room on each page for the updates a run and its steps get (claim,
+      -- complete, settle), so they can stay heap-only.
+      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_runs FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                     'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
+      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                     'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
+      v_created := v_created + 1;
+      PERFORM set_config('lock_timeout', v_timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE 'cyclone_ensure_partitions: the tables are busy; month % is left for the next call', v_suffix;
+    END;
+  END LOOP;
+  RETURN v_created;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint, p_error text, p_error_kind text, p_retry_delay_ms bigint)
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
@@ -152,7 +222,7 @@ DECLARE
   v_run_id uuid;
   v_state  text;
 BEGIN
-  v_run_id := cyclone_lock_run_of(p_step_id);
+  v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
@@ -172,8 +242,8 @@ BEGIN
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
                       ELSE 'available' END AS next_state
-            FROM cyclone_steps WHERE id = p_step_id) f
-   WHERE s.id = p_step_id AND s.state = 'running'
+            FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
+   WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation
   RETURNING s.state INTO v_state;
   IF NOT FOUND THEN
@@ -186,7 +256,7 @@ BEGIN
   RETURN v_state;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_fire_timer(p_step_id bigint)
+CREATE OR REPLACE FUNCTION cyclone_fire_timer(p_run_id uuid, p_step_id bigint)
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
@@ -195,11 +265,11 @@ DECLARE
   v_step    cyclone_steps%ROWTYPE;
   v_outcome text;
 BEGIN
-  v_run_id := cyclone_lock_run_of(p_step_id);
+  v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
-  SELECT * INTO v_step FROM cyclone_steps WHERE id = p_step_id FOR UPDATE;
+  SELECT * INTO v_step FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id FOR UPDATE;
   IF v_step.state NOT IN ('waiting_timer', 'waiting_signal') OR v_step.wake_at IS NULL OR v_step.wake_at > now() THEN
     RETURN NULL;
   END IF;
@@ -221,26 +291,26 @@ BEGIN
          wake_at     = NULL,
          finished_at = now(),
          updated_at  = now()
-   WHERE id = p_step_id;
+   WHERE run_id = p_run_id AND id = p_step_id;
 
   PERFORM cyclone_release_successors(ARRAY[v_run_id]);
   PERFORM cyclone_settle_run(v_run_id);
   RETURN v_outcome;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_hand_back(p_ids bigint[], p_owner text, p_generations bigint[])
+CREATE OR REPLACE FUNCTION cyclone_hand_back(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[])
  RETURNS integer
  LANGUAGE plpgsql
 AS $function$
 DECLARE
   v_queues text[];
 BEGIN
-  PERFORM cyclone_lock_runs_of(p_ids);
+  PERFORM cyclone_lock_runs(p_run_ids);
   WITH handed AS (
     UPDATE cyclone_steps s
        SET state = 'available', lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-      FROM unnest(p_ids, p_generations) AS t(id, generation)
-     WHERE s.id = t.id AND s.state = 'running' AND s.lease_owner = p_owner AND s.lease_generation = t.generation
+      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation)
+     WHERE s.run_id = t.run_id AND s.id = t.id AND s.state = 'running' AND s.lease_owner = p_owner AND s.lease_generation = t.generation
     RETURNING s.queue
   )
   SELECT array_agg(queue) INTO v_queues FROM handed;
@@ -260,24 +330,54 @@ BEGIN
   RETURN NEW;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_lock_run_of(p_step_id bigint)
+CREATE OR REPLACE FUNCTION cyclone_lock_run(p_run_id uuid)
  RETURNS uuid
  LANGUAGE sql
 AS $function$
-  SELECT r.id FROM cyclone_runs r
-   WHERE r.id = (SELECT run_id FROM cyclone_steps WHERE id = p_step_id)
-     FOR UPDATE OF r;
+  SELECT id FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
 $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_lock_runs_of(p_step_ids bigint[])
+CREATE OR REPLACE FUNCTION cyclone_lock_runs(p_run_ids uuid[])
  RETURNS void
  LANGUAGE sql
 AS $function$
-  SELECT NULL FROM cyclone_runs r
-   WHERE r.id IN (SELECT run_id FROM cyclone_steps WHERE id = ANY (p_step_ids))
-   ORDER BY r.id
-     FOR UPDATE OF r;
+  SELECT NULL FROM cyclone_runs WHERE id = ANY (p_run_ids) ORDER BY id FOR UPDATE;
 $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_month_floor(p_utc timestamp without time zone)
+ RETURNS uuid
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT (substr(ms, 1, 8) || '-' || substr(ms, 9, 4) || '-0000-0000-000000000000')::uuid
+    FROM lpad(to_hex((extract(epoch FROM p_utc) * 1000)::bigint), 12, '0') AS ms;
+$function$;
+
+CREATE OR REPLACE FUNCTION cyclone_partitions(p_older_than timestamp with time zone)
+ RETURNS TABLE(name text, month timestamp with time zone, ended_before boolean, live_runs boolean)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_name  text;
+  v_month timestamp;
+  v_old   boolean;
+  v_live  boolean;
+BEGIN
+  FOR v_name IN
+    SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'cyclone_runs'::regclass ORDER BY c.relname
+  LOOP
+    v_month := to_date(substr(v_name, length('cyclone_runs_') + 1), '"y"YYYY"m"MM')::timestamp;
+    v_old := (v_month + interval '1 month') AT TIME ZONE 'UTC' <= p_older_than;
+    v_live := NULL;
+    IF v_old THEN
+      EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE delete_after IS NULL OR delete_after > now())', v_name)
+        INTO v_live;
+    END IF;
+    name := v_name; month := v_month AT TIME ZONE 'UTC'; ended_before := v_old; live_runs := v_live;
+    RETURN NEXT;
+  END LOOP;
+END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_pause_run(p_run_id uuid)
  RETURNS text
@@ -297,7 +397,7 @@ BEGIN
   RETURN v_state;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_recover_step(p_step_id bigint, p_retry_delay_ms bigint)
+CREATE OR REPLACE FUNCTION cyclone_recover_step(p_run_id uuid, p_step_id bigint, p_retry_delay_ms bigint)
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
@@ -306,11 +406,11 @@ DECLARE
   v_step    cyclone_steps%ROWTYPE;
   v_outcome text;
 BEGIN
-  v_run_id := cyclone_lock_run_of(p_step_id);
+  v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
-  SELECT * INTO v_step FROM cyclone_steps WHERE id = p_step_id FOR UPDATE;
+  SELECT * INTO v_step FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id FOR UPDATE;
   IF v_step.state IS DISTINCT FROM 'running' THEN
     RETURN NULL;
   END IF;
@@ -318,7 +418,7 @@ BEGIN
   IF v_step.timeout IS NOT NULL AND v_step.started_at + v_step.timeout <= now() THEN
     -- The attempt ran out of time on the database clock: consumed, exactly as
     -- a failure the worker reports (its lease is the one we hold locked).
-    v_outcome := CASE cyclone_fail_step(p_step_id, v_step.lease_owner, v_step.lease_generation,
+    v_outcome := CASE cyclone_fail_step(p_run_id, p_step_id, v_step.lease_owner, v_step.lease_generation,
                                         'Step timed out after ' || v_step.timeout || ' (recovered by the sweep)',
                                         'timeout', p_retry_delay_ms)
                    WHEN 'discarded' THEN 'timeout_discarded' ELSE 'timeout' END;
@@ -332,7 +432,7 @@ BEGIN
              error = 'Lease expired after ' || reclaims || ' reclaim(s); maxReclaims is ' || max_reclaims,
              error_kind = 'reclaim_limit',
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE id = p_step_id;
+       WHERE run_id = p_run_id AND id = p_step_id;
       PERFORM cyclone_settle_run(v_run_id);
     ELSE
       -- A crash is not a failure: same attempt, no backoff, claimable at once.
@@ -340,7 +440,7 @@ BEGIN
       UPDATE cyclone_steps
          SET state = 'available', reclaims = reclaims + 1,
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE id = p_step_id;
+       WHERE run_id = p_run_id AND id = p_step_id;
       PERFORM pg_notify('cyclone_wake', v_step.queue);
     END IF;
     RETURN v_outcome;
@@ -362,7 +462,7 @@ BEGIN
   END IF;
   LOOP
     WITH ready AS (
-      SELECT s.id, r.state = 'paused' AS paused,
+      SELECT s.run_id, s.id, r.state = 'paused' AS paused,
              CASE s.node_type WHEN 'step' THEN 'available' WHEN 'sleep' THEN 'waiting_timer'
                               ELSE 'waiting_signal' END AS next,
              CASE s.node_type
@@ -384,7 +484,7 @@ BEGIN
              scheduled_at = now(),
              updated_at   = now()
         FROM ready
-       WHERE s.id = ready.id
+       WHERE s.run_id = ready.run_id AND s.id = ready.id
       RETURNING s.queue, s.state
     )
     SELECT array_agg(DISTINCT queue) INTO v_woken FROM moved WHERE state = 'available';
@@ -462,6 +562,10 @@ BEGIN
     UPDATE cyclone_runs
        SET state = 'running', updated_at = now(), finished_at = NULL, delete_after = NULL
      WHERE id = p_run_id;
+    -- The run is unfinished again and takes its unique key back: a unique
+    -- violation when another run took it meanwhile, which undoes the retry.
+    INSERT INTO cyclone_unique_keys (unique_key, run_id)
+    SELECT unique_key, id FROM cyclone_runs WHERE id = p_run_id AND unique_key IS NOT NULL;
   END IF;
   IF v_count > 0 THEN
     PERFORM pg_notify('cyclone_wake', queue) FROM cyclone_runs WHERE id = p_run_id;
@@ -501,7 +605,12 @@ AS $function$
        SET state = next.state, updated_at = now(), finished_at = now(), delete_after = now() + r.retention
       FROM next
      WHERE r.id = next.id AND next.state IS NOT NULL
-    RETURNING r.id, r.notify_finish
+    RETURNING r.id, r.notify_finish, r.unique_key
+  ), freed AS (
+    -- A finished run gives its unique key up.
+    DELETE FROM cyclone_unique_keys k
+     USING settled
+     WHERE settled.unique_key IS NOT NULL AND k.unique_key = settled.unique_key AND k.run_id = settled.id
   )
   SELECT pg_notify('cyclone_run_finished', id::text) FROM settled WHERE notify_finish;
 $function$;
@@ -534,7 +643,7 @@ BEGIN
     RETURN 'node_' || v_step.state;
   END IF;
 
-  UPDATE cyclone_steps SET signal = p_payload, signalled_at = now(), updated_at = now() WHERE id = v_step.id;
+  UPDATE cyclone_steps SET signal = p_payload, signalled_at = now(), updated_at = now() WHERE run_id = p_run_id AND id = v_step.id;
   IF v_step.state <> 'waiting_signal' THEN
     RETURN 'stored';
   END IF;
@@ -544,18 +653,19 @@ BEGIN
   RETURN 'delivered';
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_snooze_step(p_step_id bigint, p_owner text, p_generation bigint, p_delay_ms bigint)
+CREATE OR REPLACE FUNCTION cyclone_snooze_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint, p_delay_ms bigint)
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  IF cyclone_lock_run_of(p_step_id) IS NULL THEN
+  IF cyclone_lock_run(p_run_id) IS NULL THEN
     RETURN false;
   END IF;
   UPDATE cyclone_steps
      SET state = 'available', scheduled_at = now() + p_delay_ms * interval '1 millisecond',
          lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-   WHERE id = p_step_id AND state = 'running' AND lease_owner = p_owner AND lease_generation = p_generation;
+   WHERE run_id = p_run_id AND id = p_step_id AND state = 'running'
+     AND lease_owner = p_owner AND lease_generation = p_generation;
   RETURN FOUND;
 END $function$;
 
@@ -564,12 +674,14 @@ CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
-  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond')
-  ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('running', 'paused') DO NOTHING;
-  IF NOT FOUND THEN
-    RETURN NULL;
+  IF p_unique_key IS NOT NULL THEN
+    INSERT INTO cyclone_unique_keys (unique_key, run_id) VALUES (p_unique_key, p_run_id) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
   END IF;
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond');
 
   INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
                              max_attempts, max_reclaims, timeout)
@@ -586,3 +698,5 @@ END $function$;
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
+
+SELECT cyclone_ensure_partitions(3);

@@ -17,6 +17,9 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
 /** How often terminal runs past their retention are deleted, and how many a pass. */
 export const RETENTION_INTERVAL_MS = 60_000;
 export const RETENTION_BATCH = 1_000;
+/** Monthly partitions kept ready ahead of the current month, and how often they are maintained. */
+export const DEFAULT_PARTITION_MONTHS_AHEAD = 3;
+export const PARTITION_INTERVAL_MS = 6 * 3_600_000;
 
 export const MIN_PRIORITY = -1000;
 export const MAX_PRIORITY = 1000;

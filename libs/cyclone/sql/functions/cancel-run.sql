@@ -19,6 +19,7 @@ BEGIN
   UPDATE cyclone_runs
      SET state = 'cancelled', updated_at = now(), finished_at = now(), delete_after = now() + retention
    WHERE id = p_run_id;
+  DELETE FROM cyclone_unique_keys WHERE run_id = p_run_id;
   PERFORM pg_notify('cyclone_run_finished', p_run_id::text);
   RETURN v_state;
 END $$;

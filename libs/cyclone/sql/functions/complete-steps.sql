@@ -1,11 +1,12 @@
--- Completes many steps of one worker: a compare-and-set on each step's lease
+-- Completes many steps of one worker, each named by its run and its id
+-- (arrays in the same order): a compare-and-set on each step's lease
 -- (owner, generation, and the timeout on the database clock), so a late or
 -- duplicate completion changes nothing. The runs are locked first; routing
 -- and the runs' state changes commit with the steps. Returns the ids of the
 -- steps it completed. A single completion is a batch of one: there is one
 -- completion path.
-CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_ids bigint[], p_owner text, p_generations bigint[],
-                                                  p_outputs jsonb[])
+CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text,
+                                                  p_generations bigint[], p_outputs jsonb[])
 RETURNS SETOF bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -13,7 +14,7 @@ DECLARE
   v_runs uuid[] := '{}';
   v_run  uuid;
 BEGIN
-  PERFORM cyclone_lock_runs_of(p_ids);
+  PERFORM cyclone_lock_runs(p_run_ids);
 
   -- One primary-key lookup per step. A join with the arrays leaves the plan
   -- to the table's statistics, and on a young table (not analysed yet) or a
@@ -22,7 +23,7 @@ BEGIN
     UPDATE cyclone_steps
        SET state = 'completed', output = p_outputs[i], error = NULL, error_kind = NULL,
            finished_at = now(), updated_at = now(), lease_expiry = NULL
-     WHERE id = p_ids[i] AND state = 'running'
+     WHERE run_id = p_run_ids[i] AND id = p_ids[i] AND state = 'running'
        AND lease_owner = p_owner AND lease_generation = p_generations[i]
        AND (timeout IS NULL OR started_at + timeout > now())
     RETURNING run_id INTO v_run;

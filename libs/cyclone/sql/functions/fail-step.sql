@@ -3,7 +3,7 @@
 -- whose timeout elapsed on the database clock is recorded as a timeout
 -- whatever the handler threw. A compare-and-set on the lease, under the run
 -- lock. Returns the step's new state, or NULL when the lease was lost.
-CREATE OR REPLACE FUNCTION cyclone_fail_step(p_step_id bigint, p_owner text, p_generation bigint,
+CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
                                              p_error text, p_error_kind text, p_retry_delay_ms bigint)
 RETURNS text
 LANGUAGE plpgsql AS $$
@@ -11,7 +11,7 @@ DECLARE
   v_run_id uuid;
   v_state  text;
 BEGIN
-  v_run_id := cyclone_lock_run_of(p_step_id);
+  v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
@@ -31,8 +31,8 @@ BEGIN
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
                       ELSE 'available' END AS next_state
-            FROM cyclone_steps WHERE id = p_step_id) f
-   WHERE s.id = p_step_id AND s.state = 'running'
+            FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
+   WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation
   RETURNING s.state INTO v_state;
   IF NOT FOUND THEN

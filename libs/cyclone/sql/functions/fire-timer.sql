@@ -4,18 +4,18 @@
 -- the run lock and the step lock, so replicas firing the same timer, or a
 -- signal racing the timeout, apply one outcome. Returns 'slept',
 -- 'signal_timeout' or 'continued', or NULL when there was nothing to fire.
-CREATE OR REPLACE FUNCTION cyclone_fire_timer(p_step_id bigint) RETURNS text
+CREATE OR REPLACE FUNCTION cyclone_fire_timer(p_run_id uuid, p_step_id bigint) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
   v_run_id  uuid;
   v_step    cyclone_steps%ROWTYPE;
   v_outcome text;
 BEGIN
-  v_run_id := cyclone_lock_run_of(p_step_id);
+  v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
-  SELECT * INTO v_step FROM cyclone_steps WHERE id = p_step_id FOR UPDATE;
+  SELECT * INTO v_step FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id FOR UPDATE;
   IF v_step.state NOT IN ('waiting_timer', 'waiting_signal') OR v_step.wake_at IS NULL OR v_step.wake_at > now() THEN
     RETURN NULL;
   END IF;
@@ -37,7 +37,7 @@ BEGIN
          wake_at     = NULL,
          finished_at = now(),
          updated_at  = now()
-   WHERE id = p_step_id;
+   WHERE run_id = p_run_id AND id = p_step_id;
 
   PERFORM cyclone_release_successors(ARRAY[v_run_id]);
   PERFORM cyclone_settle_run(v_run_id);

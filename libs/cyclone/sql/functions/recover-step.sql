@@ -6,18 +6,19 @@
 -- kept, claimable at once, scheduled_at untouched), 'reclaim_limit'
 -- (discarded), or NULL when the step no longer needs recovery (it finished,
 -- or its lease was renewed meanwhile).
-CREATE OR REPLACE FUNCTION cyclone_recover_step(p_step_id bigint, p_retry_delay_ms bigint) RETURNS text
+CREATE OR REPLACE FUNCTION cyclone_recover_step(p_run_id uuid, p_step_id bigint, p_retry_delay_ms bigint)
+RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
   v_run_id  uuid;
   v_step    cyclone_steps%ROWTYPE;
   v_outcome text;
 BEGIN
-  v_run_id := cyclone_lock_run_of(p_step_id);
+  v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
     RETURN NULL;
   END IF;
-  SELECT * INTO v_step FROM cyclone_steps WHERE id = p_step_id FOR UPDATE;
+  SELECT * INTO v_step FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id FOR UPDATE;
   IF v_step.state IS DISTINCT FROM 'running' THEN
     RETURN NULL;
   END IF;
@@ -25,7 +26,7 @@ BEGIN
   IF v_step.timeout IS NOT NULL AND v_step.started_at + v_step.timeout <= now() THEN
     -- The attempt ran out of time on the database clock: consumed, exactly as
     -- a failure the worker reports (its lease is the one we hold locked).
-    v_outcome := CASE cyclone_fail_step(p_step_id, v_step.lease_owner, v_step.lease_generation,
+    v_outcome := CASE cyclone_fail_step(p_run_id, p_step_id, v_step.lease_owner, v_step.lease_generation,
                                         'Step timed out after ' || v_step.timeout || ' (recovered by the sweep)',
                                         'timeout', p_retry_delay_ms)
                    WHEN 'discarded' THEN 'timeout_discarded' ELSE 'timeout' END;
@@ -39,7 +40,7 @@ BEGIN
              error = 'Lease expired after ' || reclaims || ' reclaim(s); maxReclaims is ' || max_reclaims,
              error_kind = 'reclaim_limit',
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE id = p_step_id;
+       WHERE run_id = p_run_id AND id = p_step_id;
       PERFORM cyclone_settle_run(v_run_id);
     ELSE
       -- A crash is not a failure: same attempt, no backoff, claimable at once.
@@ -47,7 +48,7 @@ BEGIN
       UPDATE cyclone_steps
          SET state = 'available', reclaims = reclaims + 1,
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE id = p_step_id;
+       WHERE run_id = p_run_id AND id = p_step_id;
       PERFORM pg_notify('cyclone_wake', v_step.queue);
     END IF;
     RETURN v_outcome;

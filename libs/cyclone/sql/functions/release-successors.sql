@@ -20,7 +20,7 @@ BEGIN
   END IF;
   LOOP
     WITH ready AS (
-      SELECT s.id, r.state = 'paused' AS paused,
+      SELECT s.run_id, s.id, r.state = 'paused' AS paused,
              CASE s.node_type WHEN 'step' THEN 'available' WHEN 'sleep' THEN 'waiting_timer'
                               ELSE 'waiting_signal' END AS next,
              CASE s.node_type
@@ -42,7 +42,7 @@ BEGIN
              scheduled_at = now(),
              updated_at   = now()
         FROM ready
-       WHERE s.id = ready.id
+       WHERE s.run_id = ready.run_id AND s.id = ready.id
       RETURNING s.queue, s.state
     )
     SELECT array_agg(DISTINCT queue) INTO v_woken FROM moved WHERE state = 'available';

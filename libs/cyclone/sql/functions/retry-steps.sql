@@ -36,6 +36,10 @@ BEGIN
     UPDATE cyclone_runs
        SET state = 'running', updated_at = now(), finished_at = NULL, delete_after = NULL
      WHERE id = p_run_id;
+    -- The run is unfinished again and takes its unique key back: a unique
+    -- violation when another run took it meanwhile, which undoes the retry.
+    INSERT INTO cyclone_unique_keys (unique_key, run_id)
+    SELECT unique_key, id FROM cyclone_runs WHERE id = p_run_id AND unique_key IS NOT NULL;
   END IF;
   IF v_count > 0 THEN
     PERFORM pg_notify('cyclone_wake', queue) FROM cyclone_runs WHERE id = p_run_id;

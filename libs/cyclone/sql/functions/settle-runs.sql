@@ -25,7 +25,12 @@ LANGUAGE sql AS $$
        SET state = next.state, updated_at = now(), finished_at = now(), delete_after = now() + r.retention
       FROM next
      WHERE r.id = next.id AND next.state IS NOT NULL
-    RETURNING r.id, r.notify_finish
+    RETURNING r.id, r.notify_finish, r.unique_key
+  ), freed AS (
+    -- A finished run gives its unique key up.
+    DELETE FROM cyclone_unique_keys k
+     USING settled
+     WHERE settled.unique_key IS NOT NULL AND k.unique_key = settled.unique_key AND k.run_id = settled.id
   )
   SELECT pg_notify('cyclone_run_finished', id::text) FROM settled WHERE notify_finish;
 $$;

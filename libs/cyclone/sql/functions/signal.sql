@@ -29,7 +29,7 @@ BEGIN
     RETURN 'node_' || v_step.state;
   END IF;
 
-  UPDATE cyclone_steps SET signal = p_payload, signalled_at = now(), updated_at = now() WHERE id = v_step.id;
+  UPDATE cyclone_steps SET signal = p_payload, signalled_at = now(), updated_at = now() WHERE run_id = p_run_id AND id = v_step.id;
   IF v_step.state <> 'waiting_signal' THEN
     RETURN 'stored';
   END IF;

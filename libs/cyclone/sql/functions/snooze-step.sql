@@ -1,17 +1,18 @@
 -- A snoozed step returns to available after a delay without consuming an
 -- attempt; a compare-and-set on the lease, under the run lock like every
 -- transition, so that it cannot slip past a pause in progress.
-CREATE OR REPLACE FUNCTION cyclone_snooze_step(p_step_id bigint, p_owner text, p_generation bigint,
+CREATE OR REPLACE FUNCTION cyclone_snooze_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
                                                p_delay_ms bigint)
 RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF cyclone_lock_run_of(p_step_id) IS NULL THEN
+  IF cyclone_lock_run(p_run_id) IS NULL THEN
     RETURN false;
   END IF;
   UPDATE cyclone_steps
      SET state = 'available', scheduled_at = now() + p_delay_ms * interval '1 millisecond',
          lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-   WHERE id = p_step_id AND state = 'running' AND lease_owner = p_owner AND lease_generation = p_generation;
+   WHERE run_id = p_run_id AND id = p_step_id AND state = 'running'
+     AND lease_owner = p_owner AND lease_generation = p_generation;
   RETURN FOUND;
 END $$;

@@ -7,12 +7,14 @@ CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text
 RETURNS uuid
 LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
-  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond')
-  ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('running', 'paused') DO NOTHING;
-  IF NOT FOUND THEN
-    RETURN NULL;
+  IF p_unique_key IS NOT NULL THEN
+    INSERT INTO cyclone_unique_keys (unique_key, run_id) VALUES (p_unique_key, p_run_id) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
   END IF;
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond');
 
   INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
                              max_attempts, max_reclaims, timeout)

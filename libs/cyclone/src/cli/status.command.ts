@@ -3,6 +3,7 @@ import { execute } from '../database/statement.js';
 import { planMigrations } from '../schema/migrator.js';
 import { QUEUE_STATE, STRANDED_LEASES } from '../sql/health.sql.js';
 import { PAUSED_QUEUES } from '../sql/workflow.sql.js';
+import { LIST_PARTITIONS } from '../sql/partitions.sql.js';
 import { CliError } from './cli-error.js';
 
 /** Expired leases older than this are stranded: no live client is sweeping. */
@@ -21,6 +22,8 @@ export async function statusCommand(client: pg.Client, json: boolean, out: NodeJ
   const queues = await execute(client, QUEUE_STATE, []);
   const stranded = await execute(client, STRANDED_LEASES, [STRANDED_AFTER_MS]);
   const paused = await execute(client, PAUSED_QUEUES, []);
+  // Months that have ended: whether each still holds a run unfinished or within its retention.
+  const partitions = await execute(client, LIST_PARTITIONS, [0]);
   const status = {
     migrations: { applied: plan.applied, pending: plan.pending.map((m) => m.version), unknown: plan.unknown },
     queues: queues.rows.map((q) => ({
@@ -32,6 +35,13 @@ export async function statusCommand(client: pg.Client, json: boolean, out: NodeJ
     })),
     pausedQueues: paused.rows.map((r) => r.queue),
     strandedLeases: stranded.rows[0].stranded,
+    partitions: partitions.rows.map((p) => ({
+      name: p.name,
+      month: p.month.toISOString().slice(0, 7),
+      estimatedRuns: Math.round(p.estimated_runs),
+      ended: p.ended_before,
+      liveRuns: p.live_runs,
+    })),
   };
   if (json) {
     out.write(`${JSON.stringify(status, null, 2)}\n`);
@@ -57,6 +67,15 @@ export async function statusCommand(client: pg.Client, json: boolean, out: NodeJ
     out.write(table(['queue', 'due', 'running', 'oldest due', ''], rows));
   }
   if (status.pausedQueues.length > 0) out.write(`Paused queues: ${status.pausedQueues.join(', ')}\n`);
+  if (status.partitions.length > 0) {
+    out.write('Partitions (month, runs by the last analyse, state):\n');
+    const rows = status.partitions.map((p) => [
+      p.month,
+      String(p.estimatedRuns),
+      !p.ended ? 'current or ahead' : p.liveRuns ? 'ended, kept: holds live runs' : 'ended, droppable',
+    ]);
+    out.write(table(['month', 'runs', 'state'], rows));
+  }
   out.write(
     `Stranded leases: ${status.strandedLeases}` +
       (status.strandedLeases > 0 ? ' (expired and not reclaimed: is any Cyclone client running?)' : '') +

@@ -65,9 +65,9 @@ export class CycloneHealthIndicator {
       .filter(([, q]) => !q.paused && q.oldestAvailableMs > maxQueueAgeMs)
       .map(([name]) => name);
     const loops = this.stats.loopStates();
-    // The poll-interval loops tick every maxPoll at the latest; several missed ticks mean one is stuck.
+    // These loops tick every maxPoll at the latest; several missed ticks mean one is stuck.
     const stalled = loops
-      .filter((loop) => loop.name !== 'cyclone:retention' && isStalled(loop, 5 * maxPollMs + 5_000))
+      .filter((loop) => POLL_INTERVAL_LOOPS.includes(loop.name) && isStalled(loop, 5 * maxPollMs + 5_000))
       .map((loop) => loop.name);
     const data = {
       database: 'up',
@@ -79,6 +79,7 @@ export class CycloneHealthIndicator {
         leasesLost: this.stats.leasesLost,
       },
       queues,
+      partitions: { kept: this.stats.keptPartitions },
       loops: Object.fromEntries(
         loops.map((loop) => [loop.name.replace(/^cyclone:/, ''), { lastTickAgeMs: loop.lastTickAgeMs, lastError: loop.lastError }]),
       ),
@@ -93,6 +94,9 @@ export class CycloneHealthIndicator {
     return session.up(data);
   }
 }
+
+/** The loops that run at the poll interval (retention and partitions run minutes and hours apart). */
+const POLL_INTERVAL_LOOPS = ['cyclone:poll', 'cyclone:recovery', 'cyclone:timers'];
 
 function isStalled(loop: LoopState, afterMs: number): boolean {
   return loop.lastTickAgeMs === null || loop.lastTickAgeMs > afterMs;

@@ -2,14 +2,16 @@ import { Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { MaintenanceService } from './maintenance-service.js';
+import { PartitionMaintainer } from './partition-maintainer.js';
 import { RecoverySweeper } from './recovery.sweeper.js';
 import { RetentionSweeper } from './retention.sweeper.js';
 import { TimerSweeper } from './timer.sweeper.js';
 
 /**
  * Starts and stops the maintenance services' loops. Every client runs them,
- * enqueue-only ones too: recovery, timers and retention need no leader,
- * since each step they touch is settled under its run's lock and re-checked.
+ * enqueue-only ones too: recovery, timers, retention and partitions need no
+ * leader, since each step they touch is settled under its run's lock and
+ * re-checked, and partitions change under an advisory lock.
  */
 @Injectable()
 export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
@@ -22,8 +24,9 @@ export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
     recovery: RecoverySweeper,
     timers: TimerSweeper,
     retention: RetentionSweeper,
+    partitions: PartitionMaintainer,
   ) {
-    this.services = [recovery, timers, retention];
+    this.services = [recovery, timers, retention, partitions];
   }
 
   onApplicationBootstrap(): void {

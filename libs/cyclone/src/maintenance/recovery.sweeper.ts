@@ -45,7 +45,7 @@ export class RecoverySweeper implements MaintenanceService {
     const outcomes: RecoveryOutcome[] = [];
     for (const row of rows) {
       const delay = retryDelay(this.registry.find(row.kind), row.attempt, this.logger);
-      const { rows: settled } = await this.database.query(RECOVER_STEP, [row.id, delay]);
+      const { rows: settled } = await this.database.query(RECOVER_STEP, [row.run_id, row.id, delay]);
       const outcome = settled[0].outcome as RecoveryOutcome | null;
       if (outcome) outcomes.push(outcome);
     }

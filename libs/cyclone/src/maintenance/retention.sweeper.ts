@@ -25,9 +25,9 @@ export class RetentionSweeper implements MaintenanceService {
   async sweep(): Promise<number> {
     let total = 0;
     for (;;) {
-      const { rowCount } = await this.database.query(DELETE_EXPIRED_RUNS, [RETENTION_BATCH]);
-      total += rowCount ?? 0;
-      if ((rowCount ?? 0) < RETENTION_BATCH) break;
+      const { rows } = await this.database.query(DELETE_EXPIRED_RUNS, [RETENTION_BATCH]);
+      total += rows[0].runs;
+      if (rows[0].runs < RETENTION_BATCH) break;
     }
     if (total > 0) this.logger.log(`Retention: deleted ${total} finished run(s)`);
     return total;

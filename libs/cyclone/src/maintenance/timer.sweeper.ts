@@ -39,8 +39,8 @@ export class TimerSweeper implements MaintenanceService {
   async fire(): Promise<TimerOutcome[]> {
     const { rows } = await this.database.query(DUE_TIMERS, [TIMER_BATCH]);
     const outcomes: TimerOutcome[] = [];
-    for (const { id } of rows) {
-      const { rows: fired } = await this.database.query(FIRE_TIMER, [id]);
+    for (const { run_id, id } of rows) {
+      const { rows: fired } = await this.database.query(FIRE_TIMER, [run_id, id]);
       const outcome = fired[0].outcome;
       if (outcome) outcomes.push(outcome);
     }

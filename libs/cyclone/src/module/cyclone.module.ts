@@ -8,6 +8,7 @@ import { createCycloneDatabase } from './database.factory.js';
 import { StepExplorer } from '../discovery/step.explorer.js';
 import type { CycloneModuleOptions } from '../options/cyclone-module-options.interface.js';
 import { Maintainer } from '../maintenance/maintainer.js';
+import { PartitionMaintainer } from '../maintenance/partition-maintainer.js';
 import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import { TimerSweeper } from '../maintenance/timer.sweeper.js';
@@ -70,6 +71,7 @@ import { resolveOptions, type ResolvedOptions } from '../options/resolved-option
     RecoverySweeper,
     TimerSweeper,
     RetentionSweeper,
+    PartitionMaintainer,
     Maintainer,
   ],
   // What apps call. The health and metrics modules read CycloneStats.

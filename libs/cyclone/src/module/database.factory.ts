@@ -6,6 +6,7 @@ import type { ResolvedOptions } from '../options/resolved-options.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../database/embedded-database.js';
 import { migrateOnStartup } from '../schema/migrator.js';
+import { ENSURE_PARTITIONS, HAS_RUNS_TABLE } from '../sql/partitions.sql.js';
 
 const logger = new Logger('Cyclone');
 
@@ -54,6 +55,11 @@ export async function createCycloneDatabase(options: ResolvedOptions): Promise<C
   try {
     for (const migration of await migrateOnStartup(database.pool, options.migrationsRun)) {
       logger.log(`Applied migration ${migration.name}`);
+    }
+    // Runs need their month's partition before the first insert. Without
+    // migrations Cyclone leaves an absent schema alone.
+    if (options.migrationsRun !== false || (await database.query(HAS_RUNS_TABLE, [])).rows[0].present) {
+      await database.query(ENSURE_PARTITIONS, [options.partitionMonthsAhead]);
     }
   } catch (err) {
     await database.onApplicationShutdown();

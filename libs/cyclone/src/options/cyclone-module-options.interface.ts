@@ -35,4 +35,17 @@ export interface CycloneModuleOptions {
   maxPayloadBytes?: number;
   /** Workflows this app starts or runs, made with `defineWorkflow`; checked at startup. */
   workflows?: WorkflowDefinition<any>[];
+  /** The monthly partitions of runs and steps. */
+  partitions?: PartitionOptions;
+}
+
+export interface PartitionOptions {
+  /** How many months of partitions to keep ready after the current one. Default 3. */
+  monthsAhead?: number;
+  /**
+   * How long after a month ends its partitions may be dropped, once every
+   * run in it is finished and past its retention; `false` never drops them
+   * (rows are still deleted by retention). Default 0: as soon as that holds.
+   */
+  dropAfter?: Duration | false;
 }

@@ -26,6 +26,16 @@ describe('resolveOptions', () => {
     expect(resolved.retentionMs).toBe(7 * 24 * 3_600_000);
     expect(resolved.maxPayloadBytes).toBe(1024 * 1024);
     expect(resolved.connection).toBeUndefined();
+    expect(resolved.partitionMonthsAhead).toBe(3);
+    expect(resolved.partitionDropAfterMs).toBe(0);
+  });
+
+  it('takes the partition settings, and false for partitions that are never dropped', () => {
+    expect(resolveOptions({ partitions: { monthsAhead: 6, dropAfter: '90d' } })).toMatchObject({
+      partitionMonthsAhead: 6,
+      partitionDropAfterMs: 90 * 86_400_000,
+    });
+    expect(resolveOptions({ partitions: { dropAfter: false } }).partitionDropAfterMs).toBeNull();
   });
 
   it('also works with no argument at all', () => {
@@ -89,6 +99,11 @@ describe('resolveOptions', () => {
     ['a negative shutdown timeout', { shutdownTimeout: -5 }, 'shutdownTimeout'],
     ['a bad retention', { retention: 'forever' }, 'retention'],
     ['a zero payload limit', { maxPayloadBytes: 0 }, 'maxPayloadBytes'],
+    ['no months ahead', { partitions: { monthsAhead: 0 } }, 'partitions.monthsAhead'],
+    ['a bad partition drop delay', { partitions: { dropAfter: 'soon' } }, 'partitions.dropAfter'],
+    ['true for the drop delay', { partitions: { dropAfter: true } }, 'partitions.dropAfter'],
+    ['an unknown partition option', { partitions: { monthsBehind: 1 } }, 'monthsBehind'],
+    ['partitions that are not an object', { partitions: 3 }, 'partitions'],
   ])('rejects %s with InvalidOptionError naming it', (_label, options, name) => {
     const err = rejection(options);
     expect(err).toBeInstanceOf(InvalidOptionError);

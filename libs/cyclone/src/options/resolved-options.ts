@@ -6,6 +6,7 @@ import { WorkflowDefinition } from '../definitions/define-workflow.js';
 import {
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_PARTITION_MONTHS_AHEAD,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_QUEUE,
   DEFAULT_RETENTION_MS,
@@ -29,6 +30,9 @@ export interface ResolvedOptions {
   maxPayloadBytes: number;
   poolSize: number;
   workflows: WorkflowDefinition[];
+  partitionMonthsAhead: number;
+  /** Null: partitions are never dropped. */
+  partitionDropAfterMs: number | null;
 }
 
 const KNOWN = [
@@ -43,8 +47,11 @@ const KNOWN = [
   'retention',
   'maxPayloadBytes',
   'workflows',
+  'partitions',
   'isGlobal',
 ] as const;
+
+const PARTITION_KEYS = ['monthsAhead', 'dropAfter'] as const;
 
 /** Validates module options at startup so that a typo fails the boot, not a job at 3 a.m. */
 export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOptions {
@@ -77,6 +84,11 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
       'Option "workflows" must be an array of workflows made with defineWorkflow(name).step(...)...',
     );
   }
+  const partitions = options.partitions ?? {};
+  if (typeof partitions !== 'object' || partitions === null) {
+    throw new InvalidOptionError('Option "partitions" must be an object such as { monthsAhead: 3, dropAfter: \'30d\' }.');
+  }
+  checkKnownKeys('option "partitions"', partitions, PARTITION_KEYS);
   return {
     connection: options.connection,
     queues,
@@ -99,5 +111,12 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     // heartbeats borrow one briefly. A few per queue plus headroom for enqueues.
     poolSize: Math.min(10 + Math.ceil(workers / 4) + queues.size, 50),
     workflows,
+    partitionMonthsAhead: checkInteger(
+      partitions.monthsAhead ?? DEFAULT_PARTITION_MONTHS_AHEAD,
+      'partitions.monthsAhead',
+      1,
+      24,
+    ),
+    partitionDropAfterMs: partitions.dropAfter === false ? null : toMs(partitions.dropAfter ?? 0, 'partitions.dropAfter'),
   };
 }

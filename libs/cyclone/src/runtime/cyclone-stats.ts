@@ -30,6 +30,8 @@ export class CycloneStats {
   /** Steps this client's workers hold right now. */
   running: () => number = () => 0;
   listenerConnected: () => boolean = () => false;
+  /** Monthly partitions old enough to drop that a live run keeps (see PartitionMaintainer). */
+  keptPartitions: string[] = [];
   private readonly loops = new Map<string, Loop>();
 
   constructor(

@@ -30,7 +30,7 @@ export const CLAIM_STEPS = statement<
   'cyclone_claim_steps',
   /* sql */ `
 WITH picked AS (
-  SELECT id FROM cyclone_steps
+  SELECT run_id, id FROM cyclone_steps
    WHERE state = 'available' AND queue = $1 AND kind = ANY ($2::text[]) AND scheduled_at <= now()
      AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = $1)
    ORDER BY priority DESC, scheduled_at, id
@@ -46,7 +46,7 @@ UPDATE cyclone_steps s
        heartbeat_at = now(),
        updated_at = now()
   FROM picked, cyclone_runs r
- WHERE s.id = picked.id AND r.id = s.run_id
+ WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
 RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
           (extract(epoch FROM s.timeout) * 1000)::bigint AS timeout_ms,
           r.input,

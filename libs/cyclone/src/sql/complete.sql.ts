@@ -5,22 +5,25 @@ import { statement } from '../database/statement.js';
  * (sql/functions/complete-steps.sql). Arrays in the same order.
  */
 export const COMPLETE_STEPS = statement<
-  [ids: string[], owner: string, generations: string[], outputs: string[]],
+  [runIds: string[], ids: string[], owner: string, generations: string[], outputs: string[]],
   { id: string }
 >(
   'cyclone_complete_steps',
-  /* sql */ `SELECT id FROM cyclone_complete_steps($1::bigint[], $2, $3::bigint[], $4::jsonb[]) AS id`,
+  /* sql */ `SELECT id FROM cyclone_complete_steps($1::uuid[], $2::bigint[], $3, $4::bigint[], $5::jsonb[]) AS id`,
   { prepared: true },
 );
 
 /** A failed attempt: retried after the delay, or discarded (sql/functions/fail-step.sql). */
 export const FAIL_STEP = statement<
-  [id: string, owner: string, generation: string, error: string, errorKind: string, retryDelayMs: number],
+  [runId: string, id: string, owner: string, generation: string, error: string, errorKind: string, retryDelayMs: number],
   { state: string | null }
->('cyclone_fail_step', /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5, $6) AS state`);
+>('cyclone_fail_step', /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5, $6, $7) AS state`);
 
 /** A snoozed step, available again after the delay (sql/functions/snooze-step.sql). */
-export const SNOOZE_STEP = statement<[id: string, owner: string, generation: string, delayMs: number], { ok: boolean }>(
+export const SNOOZE_STEP = statement<
+  [runId: string, id: string, owner: string, generation: string, delayMs: number],
+  { ok: boolean }
+>(
   'cyclone_snooze_step',
-  /* sql */ `SELECT cyclone_snooze_step($1, $2, $3, $4) AS ok`,
+  /* sql */ `SELECT cyclone_snooze_step($1, $2, $3, $4, $5) AS ok`,
 );

@@ -7,8 +7,9 @@ import { statement } from '../database/statement.js';
  * delivered on commit, so it goes out only if the business write commits.
  * Otherwise the client publishes the wake-up after the commit, coalesced with
  * others (see WakePublisher). A unique key already held by an unfinished run
- * makes the run insert do nothing (no error that would abort the caller's
- * transaction), and with it the step insert; the statement returns no row.
+ * makes the key insert do nothing (no error that would abort the caller's
+ * transaction), and with it the run and step inserts; the statement returns
+ * no row.
  */
 export const ENQUEUE_JOB = statement<
   [
@@ -30,10 +31,15 @@ export const ENQUEUE_JOB = statement<
 >(
   'cyclone_enqueue_job',
   /* sql */ `
-WITH run AS (
+WITH key AS (
+  INSERT INTO cyclone_unique_keys (unique_key, run_id)
+  SELECT $5, $1 WHERE $5::text IS NOT NULL
+  ON CONFLICT DO NOTHING
+  RETURNING run_id
+), run AS (
   INSERT INTO cyclone_runs (id, kind, input, queue, unique_key, retention)
-  VALUES ($1, $2, $3::jsonb, $4, $5, $6 * interval '1 millisecond')
-  ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('running', 'paused') DO NOTHING
+  SELECT $1, $2, $3::jsonb, $4, $5, $6 * interval '1 millisecond'
+   WHERE $5::text IS NULL OR EXISTS (SELECT 1 FROM key)
   RETURNING id, queue
 ), step AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
@@ -50,9 +56,7 @@ SELECT run.id, step.due, CASE WHEN step.due AND $13 THEN pg_notify('cyclone_wake
 /** The run that holds a unique key, read after an insert that did nothing. */
 export const FIND_UNIQUE_HOLDER = statement<[uniqueKey: string], { id: string }>(
   'cyclone_find_unique_holder',
-  /* sql */ `
-SELECT id FROM cyclone_runs
- WHERE unique_key = $1 AND state IN ('running', 'paused')`,
+  /* sql */ `SELECT run_id AS id FROM cyclone_unique_keys WHERE unique_key = $1`,
 );
 
 /**

@@ -7,10 +7,10 @@ import { statement } from '../database/statement.js';
  * cyclone_recover_step before anything changes. A running step always holds
  * a lease (lease_expiry set), which is what the sweep's index is keyed on.
  */
-export const RECOVERY_CANDIDATES = statement<[limit: number], { id: string; kind: string; attempt: number }>(
+export const RECOVERY_CANDIDATES = statement<[limit: number], { run_id: string; id: string; kind: string; attempt: number }>(
   'cyclone_recovery_candidates',
   /* sql */ `
-SELECT id, kind, attempt FROM cyclone_steps
+SELECT run_id, id, kind, attempt FROM cyclone_steps
  WHERE lease_expiry IS NOT NULL AND state = 'running'
    AND (lease_expiry < now() OR (timeout IS NOT NULL AND started_at + timeout <= now()))
  ORDER BY lease_expiry
@@ -18,9 +18,9 @@ SELECT id, kind, attempt FROM cyclone_steps
 );
 
 /** Settles one step if it still needs it (sql/functions/recover-step.sql). */
-export const RECOVER_STEP = statement<[id: string, retryDelayMs: number], { outcome: string | null }>(
+export const RECOVER_STEP = statement<[runId: string, id: string, retryDelayMs: number], { outcome: string | null }>(
   'cyclone_recover_step',
-  /* sql */ `SELECT cyclone_recover_step($1, $2) AS outcome`,
+  /* sql */ `SELECT cyclone_recover_step($1, $2, $3) AS outcome`,
 );
 
 /**
@@ -39,10 +39,10 @@ SELECT queue, pg_notify('cyclone_wake', queue) AS wake
 );
 
 /** Moves a running step's lease into the past, for the test kit's expireLease. */
-export const EXPIRE_LEASE = statement<[runId: string, nodeId: string], { id: string }>(
+export const EXPIRE_LEASE = statement<[runId: string, nodeId: string], { run_id: string; id: string }>(
   'cyclone_expire_lease',
   /* sql */ `
 UPDATE cyclone_steps SET lease_expiry = now() - interval '1 millisecond'
  WHERE run_id = $1 AND node_id = $2 AND state = 'running'
-RETURNING id`,
+RETURNING run_id, id`,
 );

@@ -4,26 +4,26 @@ import { statement } from '../database/statement.js';
  * Sleep timers and signal-wait timeouts that are due, oldest first; bounded
  * so one pass costs a fixed amount however many are due.
  */
-export const DUE_TIMERS = statement<[limit: number], { id: string }>(
+export const DUE_TIMERS = statement<[limit: number], { run_id: string; id: string }>(
   'cyclone_due_timers',
   /* sql */ `
-SELECT id FROM cyclone_steps
+SELECT run_id, id FROM cyclone_steps
  WHERE wake_at IS NOT NULL AND state IN ('waiting_timer', 'waiting_signal') AND wake_at <= now()
  ORDER BY wake_at
  LIMIT $1`,
 );
 
 /** Fires one due timer (sql/functions/fire-timer.sql). */
-export const FIRE_TIMER = statement<[id: string], { outcome: 'slept' | 'signal_timeout' | 'continued' | null }>(
+export const FIRE_TIMER = statement<[runId: string, id: string], { outcome: 'slept' | 'signal_timeout' | 'continued' | null }>(
   'cyclone_fire_timer',
-  /* sql */ `SELECT cyclone_fire_timer($1) AS outcome`,
+  /* sql */ `SELECT cyclone_fire_timer($1, $2) AS outcome`,
 );
 
 /** Moves a waiting node's wake time to now, for the test kit's fireTimer. */
-export const BRING_TIMER_DUE = statement<[runId: string, nodeId: string], { id: string }>(
+export const BRING_TIMER_DUE = statement<[runId: string, nodeId: string], { run_id: string; id: string }>(
   'cyclone_bring_timer_due',
   /* sql */ `
 UPDATE cyclone_steps SET wake_at = now()
  WHERE run_id = $1 AND node_id = $2 AND state IN ('waiting_timer', 'waiting_signal') AND wake_at IS NOT NULL
-RETURNING id`,
+RETURNING run_id, id`,
 );

@@ -120,7 +120,7 @@ export class CycloneTestEnv {
     await this.underRunLock(runId, async (client) => {
       const { rows } = await execute(client, EXPIRE_LEASE, [runId, nodeId]);
       if (rows.length === 0) throw await this.notInState(runId, nodeId, 'only a running step has a lease');
-      await execute(client, RECOVER_STEP, [rows[0].id, 0]);
+      await execute(client, RECOVER_STEP, [rows[0].run_id, rows[0].id, 0]);
     });
   }
 
@@ -137,7 +137,7 @@ export class CycloneTestEnv {
       if (rows.length === 0) {
         throw await this.notInState(runId, nodeId, 'only a sleep or a signal wait with a timeout has a timer to fire');
       }
-      const fired = await execute(client, FIRE_TIMER, [rows[0].id]);
+      const fired = await execute(client, FIRE_TIMER, [rows[0].run_id, rows[0].id]);
       return fired.rows[0].outcome as TimerOutcome;
     });
   }

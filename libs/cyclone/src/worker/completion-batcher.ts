@@ -3,6 +3,7 @@ import { StatementBatcher } from '../database/statement-batcher.js';
 import { COMPLETE_STEPS } from '../sql/complete.sql.js';
 
 interface Completion {
+  runId: string;
   id: string;
   generation: string;
   output: string;
@@ -30,12 +31,13 @@ export class CompletionBatcher {
   }
 
   /** Resolves true when the step was completed, false when its lease was no longer this attempt's. */
-  complete(id: string, generation: string, output: string): Promise<boolean> {
-    return this.batcher.add({ id, generation, output });
+  complete(runId: string, id: string, generation: string, output: string): Promise<boolean> {
+    return this.batcher.add({ runId, id, generation, output });
   }
 
   private async write(batch: Completion[]): Promise<boolean[]> {
     const { rows } = await this.database.query(COMPLETE_STEPS, [
+      batch.map((c) => c.runId),
       batch.map((c) => c.id),
       this.owner,
       batch.map((c) => c.generation),

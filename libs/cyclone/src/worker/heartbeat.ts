@@ -52,6 +52,7 @@ export class Heartbeat {
     try {
       const { rowCount } = await this.database.query(RENEW_LEASE, [
         this.leaseTtlMs,
+        this.step.run_id,
         this.step.id,
         this.owner,
         this.step.lease_generation,
@@ -78,7 +79,7 @@ export class Heartbeat {
   }
 
   private async lossReason(): Promise<AbortReason> {
-    const { rows } = await this.database.query(LEASE_LOSS_REASON, [this.step.id]);
+    const { rows } = await this.database.query(LEASE_LOSS_REASON, [this.step.run_id, this.step.id]);
     const row = rows.at(0);
     if (row?.state === 'cancelled') return 'cancelled';
     // Not claimed again since this worker's claim (a claim bumps the generation).

@@ -162,7 +162,7 @@ export class StepExecution {
     }
     let completed: boolean;
     try {
-      completed = await this.deps.completions.complete(this.row.id, this.row.lease_generation, output);
+      completed = await this.deps.completions.complete(this.row.run_id, this.row.id, this.row.lease_generation, output);
     } catch (err) {
       // The database refused this output: a failed attempt, like a handler error.
       if (isRejectedData(err)) return this.fail(`The output could not be stored: ${(err as Error).message}`, 'error');
@@ -187,8 +187,8 @@ export class StepExecution {
     if (!rows[0].ok) this.logDropped('snooze');
   }
 
-  private lease(): [string, string, string] {
-    return [this.row.id, this.deps.owner, this.row.lease_generation];
+  private lease(): [string, string, string, string] {
+    return [this.row.run_id, this.row.id, this.deps.owner, this.row.lease_generation];
   }
 
   private logDropped(what: string): void {

@@ -109,6 +109,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       execution.abort('shutdown');
     }
     const { rows } = await this.database.query(HAND_BACK, [
+      left.map((e) => e.row.run_id),
       left.map((e) => e.row.id),
       this.stats.clientId,
       left.map((e) => e.row.lease_generation),

@@ -1,0 +1,124 @@
+-- Monthly partitions of the run-scoped tables (cyclone_runs on id,
+-- cyclone_steps on run_id). A month's partitions hold the runs whose UUIDv7
+-- id was made in that month (UTC), and their steps. Both functions below
+-- take one advisory lock for the transaction, so replicas may call them
+-- together: one creates or drops, the others then find nothing to do.
+
+-- The smallest UUIDv7 of a moment given in UTC: its 48-bit millisecond
+-- timestamp, then zeros. A month's partition holds [floor(month), floor(next month)).
+CREATE OR REPLACE FUNCTION cyclone_month_floor(p_utc timestamp) RETURNS uuid
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT (substr(ms, 1, 8) || '-' || substr(ms, 9, 4) || '-0000-0000-000000000000')::uuid
+    FROM lpad(to_hex((extract(epoch FROM p_utc) * 1000)::bigint), 12, '0') AS ms;
+$$;
+
+-- Creates the partitions of the current month, the month before (a client
+-- whose clock is a little behind makes ids in it just after the turn of the
+-- month) and p_months_ahead months after it, where missing. Returns how many
+-- months it created.
+--
+-- Adding a partition takes an exclusive lock on the parent tables for a
+-- moment, and every statement on them queues behind the request; statements
+-- that hold one table and want the other could deadlock with it. So it waits
+-- at most 100 ms for the locks, below the server's deadlock_timeout: when it
+-- and a transaction wait on each other, it is always this call that gives
+-- up, never the application's statement. A month it could not add is added
+-- by a later call, months before it is needed.
+CREATE OR REPLACE FUNCTION cyclone_ensure_partitions(p_months_ahead integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  -- Month arithmetic on UTC timestamps: on timestamptz it would follow the session's time zone.
+  v_this    timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+  v_from    timestamp;
+  v_suffix  text;
+  v_created integer := 0;
+  v_timeout text := current_setting('lock_timeout');
+BEGIN
+  PERFORM pg_advisory_xact_lock(7482001772);
+  FOR m IN -1 .. p_months_ahead LOOP
+    v_from := v_this + make_interval(months => m);
+    v_suffix := to_char(v_from, '"y"YYYY"m"MM');
+    CONTINUE WHEN to_regclass('cyclone_runs_' || v_suffix) IS NOT NULL;
+    BEGIN
+      PERFORM set_config('lock_timeout', '100ms', true);
+      -- Room on each page for the updates a run and its steps get (claim,
+      -- complete, settle), so they can stay heap-only.
+      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_runs FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                     'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
+      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                     'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
+      v_created := v_created + 1;
+      PERFORM set_config('lock_timeout', v_timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE 'cyclone_ensure_partitions: the tables are busy; month % is left for the next call', v_suffix;
+    END;
+  END LOOP;
+  RETURN v_created;
+END $$;
+
+-- The months of the run-scoped tables, oldest first: the runs partition's
+-- name, the month it starts, and for months that ended before p_older_than
+-- whether a run in it is unfinished or not yet past its retention (looked up
+-- only for those: it reads the partition).
+CREATE OR REPLACE FUNCTION cyclone_partitions(p_older_than timestamptz)
+RETURNS TABLE (name text, month timestamptz, ended_before boolean, live_runs boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_name  text;
+  v_month timestamp;
+  v_old   boolean;
+  v_live  boolean;
+BEGIN
+  FOR v_name IN
+    SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'cyclone_runs'::regclass ORDER BY c.relname
+  LOOP
+    v_month := to_date(substr(v_name, length('cyclone_runs_') + 1), '"y"YYYY"m"MM')::timestamp;
+    v_old := (v_month + interval '1 month') AT TIME ZONE 'UTC' <= p_older_than;
+    v_live := NULL;
+    IF v_old THEN
+      EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE delete_after IS NULL OR delete_after > now())', v_name)
+        INTO v_live;
+    END IF;
+    name := v_name; month := v_month AT TIME ZONE 'UTC'; ended_before := v_old; live_runs := v_live;
+    RETURN NEXT;
+  END LOOP;
+END $$;
+
+-- Drops whole months that ended before p_older_than and whose every run is
+-- finished and past its retention: the runs partition and its steps'. A month
+-- that still holds such a run is kept (cyclone_partitions reports it). The
+-- month before this one is never dropped: cyclone_ensure_partitions keeps it
+-- for clients whose clock is behind. Returns the names of the dropped
+-- partitions.
+--
+-- Dropping a partition takes an exclusive lock on its parent table for a
+-- moment, and every statement on the table queues behind the request. It
+-- waits at most 100 ms, below the server's deadlock_timeout, so that when it
+-- and a transaction wait on each other it is always this drop that gives up
+-- (the month is left for the next call), never the application's statement.
+CREATE OR REPLACE FUNCTION cyclone_drop_partitions(p_older_than timestamptz) RETURNS SETOF text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_month   record;
+  v_steps   text;
+  v_timeout text := current_setting('lock_timeout');
+BEGIN
+  PERFORM pg_advisory_xact_lock(7482001772);
+  FOR v_month IN
+    SELECT * FROM cyclone_partitions(p_older_than)
+     WHERE ended_before AND NOT live_runs
+       AND month < (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month') AT TIME ZONE 'UTC'
+  LOOP
+    v_steps := 'cyclone_steps_' || substr(v_month.name, length('cyclone_runs_') + 1);
+    BEGIN
+      PERFORM set_config('lock_timeout', '100ms', true);
+      EXECUTE format('DROP TABLE IF EXISTS %I, %I', v_steps, v_month.name);
+      PERFORM set_config('lock_timeout', v_timeout, true);
+      RETURN NEXT v_steps;
+      RETURN NEXT v_month.name;
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE 'cyclone_drop_partitions: % is busy; it is left for the next call', v_month.name;
+    END;
+  END LOOP;
+END $$;

@@ -1,0 +1,213 @@
+import { describe, it, expect, afterEach } from '@jest/globals';
+import { Injectable } from '@nestjs/common';
+import pg from 'pg';
+import { Step } from 'cyclone-nestjs';
+import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/health';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { PartitionMaintainer } from '../libs/cyclone/src/maintenance/partition-maintainer.js';
+import { sql } from './support/sql.js';
+import { waitFor } from './support/wait.js';
+
+/**
+ * Monthly partitions of runs and steps (SPEC §12): made ahead, dropped whole
+ * once nothing in a month is live, kept (and reported) while something is,
+ * with replicas calling the functions at the same moment.
+ */
+
+@Injectable()
+class EchoSteps {
+  @Step('echo')
+  echo(input: unknown) {
+    return input;
+  }
+}
+
+let envs: CycloneTestEnv[] = [];
+afterEach(async () => {
+  await Promise.all(envs.map((e) => e.close()));
+  envs = [];
+});
+
+async function createEnv(options: Parameters<typeof CycloneTestEnv.create>[0] = {}): Promise<CycloneTestEnv> {
+  const env = await CycloneTestEnv.create({ providers: [EchoSteps], ...options });
+  envs.push(env);
+  return env;
+}
+
+/** `y2026m12` for a month `offset` months from now (UTC). */
+function suffix(offset: number): string {
+  const now = new Date();
+  const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + offset, 1));
+  return `y${month.getUTCFullYear()}m${String(month.getUTCMonth() + 1).padStart(2, '0')}`;
+}
+
+async function partitionsOf(env: CycloneTestEnv, parent: 'cyclone_runs' | 'cyclone_steps'): Promise<string[]> {
+  const rows = await sql<{ name: string }>(
+    env,
+    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+      WHERE i.inhparent = $1::regclass ORDER BY 1`,
+    [parent],
+  );
+  return rows.map((r) => r.name);
+}
+
+/**
+ * Makes the partitions of a month long gone, as a system running since then
+ * would have. Like cyclone_ensure_partitions, it gives way to the running
+ * workers' statements (a short lock timeout, then again).
+ */
+async function makeOldMonth(env: CycloneTestEnv, year: number, month: number): Promise<string> {
+  const name = `y${year}m${String(month).padStart(2, '0')}`;
+  const from = `'${year}-${String(month).padStart(2, '0')}-01'::timestamp`;
+  const bounds = `FROM (cyclone_month_floor(${from})) TO (cyclone_month_floor(${from} + interval '1 month'))`;
+  const create = `SET lock_timeout = '100ms';
+    CREATE TABLE cyclone_runs_${name} PARTITION OF cyclone_runs FOR VALUES ${bounds};
+    CREATE TABLE cyclone_steps_${name} PARTITION OF cyclone_steps FOR VALUES ${bounds}`;
+  await waitFor(`the partitions of ${name}`, () =>
+    sql(env.databaseUrl, create).then(
+      () => true,
+      (err: { code?: string }) => {
+        if (err.code === '55P03') return false;
+        throw err;
+      },
+    ),
+  );
+  return name;
+}
+
+/**
+ * A run (and its one step) made in that month, in the given state; finished
+ * runs carry a delete_after `deleteAfter` from now ('-1 day': past retention).
+ */
+async function oldRun(env: CycloneTestEnv, year: number, month: number, state: string, deleteAfter: string | null) {
+  const at = `${year}-${String(month).padStart(2, '0')}-15`;
+  const [{ id }] = await sql<{ id: string }>(
+    env,
+    `INSERT INTO cyclone_runs (id, kind, queue, retention, state, created_at, finished_at, delete_after)
+     SELECT cyclone_month_floor('${at}'::timestamp + random() * interval '1 day'), 'echo', 'default', interval '1 day', $1,
+            '${at}'::timestamptz, CASE WHEN $2::interval IS NOT NULL THEN '${at}'::timestamptz END, now() + $2::interval
+     RETURNING id`,
+    [state, deleteAfter],
+  );
+  await sql(
+    env,
+    `INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, max_attempts)
+     VALUES ($1, 'echo', 'echo', 'default', $2, 5)`,
+    [id, state === 'running' ? 'available' : 'completed'],
+  );
+  return id;
+}
+
+/** Runs `text` on `count` connections of their own at the same moment. */
+async function atOnce<R extends pg.QueryResultRow>(url: string, count: number, text: string): Promise<R[][]> {
+  const clients = await Promise.all(
+    Array.from({ length: count }, async () => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      return client;
+    }),
+  );
+  try {
+    return await Promise.all(clients.map(async (c) => (await c.query<R>(text)).rows));
+  } finally {
+    await Promise.all(clients.map((c) => c.end()));
+  }
+}
+
+describe('monthly partitions', () => {
+  it('a migrated database has this month, the one before and three ahead; a run and its steps land in their month', async () => {
+    const env = await createEnv();
+    const months = [-1, 0, 1, 2, 3].map(suffix);
+    expect(await partitionsOf(env, 'cyclone_runs')).toEqual(months.map((m) => `cyclone_runs_${m}`));
+    expect(await partitionsOf(env, 'cyclone_steps')).toEqual(months.map((m) => `cyclone_steps_${m}`));
+
+    const runId = await env.client.enqueue('echo', { hi: 1 });
+    await env.runUntilComplete(runId);
+    const [run] = await sql(env, 'SELECT tableoid::regclass::text AS partition FROM cyclone_runs WHERE id = $1', [runId]);
+    const [step] = await sql(env, 'SELECT tableoid::regclass::text AS partition FROM cyclone_steps WHERE run_id = $1', [runId]);
+    expect(run.partition).toBe(`cyclone_runs_${suffix(0)}`);
+    expect(step.partition).toBe(`cyclone_steps_${suffix(0)}`);
+  });
+
+  it('monthsAhead makes more months ahead at startup; replicas ensuring at once create each month once', async () => {
+    const env = await createEnv({ partitions: { monthsAhead: 6 } });
+    expect(await partitionsOf(env, 'cyclone_runs')).toContain(`cyclone_runs_${suffix(6)}`);
+
+    const created = await atOnce<{ n: number }>(env.databaseUrl, 4, 'SELECT cyclone_ensure_partitions(12) AS n');
+    expect(created.map((rows) => rows[0].n).reduce((a, b) => a + b, 0)).toBe(6);
+    expect(await partitionsOf(env, 'cyclone_runs')).toHaveLength(14);
+    expect(await partitionsOf(env, 'cyclone_steps')).toHaveLength(14);
+  });
+
+  it('drops old months whose every run is finished and past retention; keeps and reports the others', async () => {
+    const env = await createEnv({ partitions: { dropAfter: '30d' }, imports: [CycloneHealthModule] });
+    const expired = await makeOldMonth(env, 2025, 1);
+    const unfinished = await makeOldMonth(env, 2025, 2);
+    const retained = await makeOldMonth(env, 2025, 3);
+    const empty = await makeOldMonth(env, 2025, 4);
+    await oldRun(env, 2025, 1, 'completed', '-1 day');
+    await oldRun(env, 2025, 1, 'failed', '-1 day');
+    const live = await oldRun(env, 2025, 2, 'running', null);
+    await oldRun(env, 2025, 2, 'completed', '-1 day');
+    await oldRun(env, 2025, 3, 'completed', '1 day');
+
+    const pass = await env.app.get(PartitionMaintainer).maintain();
+    expect(pass.dropped.sort()).toEqual(
+      [`cyclone_runs_${expired}`, `cyclone_steps_${expired}`, `cyclone_runs_${empty}`, `cyclone_steps_${empty}`].sort(),
+    );
+    expect(pass.kept).toEqual([`cyclone_runs_${unfinished}`, `cyclone_runs_${retained}`]);
+    const runs = await partitionsOf(env, 'cyclone_runs');
+    expect(runs).toEqual(expect.arrayContaining([`cyclone_runs_${unfinished}`, `cyclone_runs_${retained}`, `cyclone_runs_${suffix(-1)}`]));
+    expect(runs).not.toContain(`cyclone_runs_${expired}`);
+    expect(await partitionsOf(env, 'cyclone_steps')).not.toContain(`cyclone_steps_${expired}`);
+    // The kept month's live run is still there and still runs.
+    expect((await env.runUntilComplete(live)).state).toBe('completed');
+    // Health reports the kept months without calling the system unhealthy for them.
+    const health = await env.app.get(CycloneHealthIndicator).isHealthy();
+    expect((health.cyclone as any).partitions.kept).toEqual(pass.kept);
+  });
+
+  it('never drops the month before this one (clients with a slow clock write there), nor months younger than dropAfter', async () => {
+    const env = await createEnv({ partitions: { dropAfter: '1000d' } });
+    await makeOldMonth(env, 2025, 1);
+    const pass = await env.app.get(PartitionMaintainer).maintain();
+    expect(pass.dropped).toEqual([]);
+    const [row] = await sql(env, `SELECT count(*)::int AS n FROM cyclone_drop_partitions(now())`);
+    expect(row.n).toBe(2);
+    expect(await partitionsOf(env, 'cyclone_runs')).toContain(`cyclone_runs_${suffix(-1)}`);
+  });
+
+  it('dropAfter: false drops nothing', async () => {
+    const env = await createEnv({ partitions: { dropAfter: false } });
+    const month = await makeOldMonth(env, 2025, 1);
+    expect(await env.app.get(PartitionMaintainer).maintain()).toEqual({ created: 0, dropped: [], kept: [] });
+    expect(await partitionsOf(env, 'cyclone_runs')).toContain(`cyclone_runs_${month}`);
+  });
+
+  it('replicas dropping at the same moment drop each month once, without an error', async () => {
+    const env = await createEnv({ partitions: { dropAfter: false } });
+    const months = [];
+    for (let m = 1; m <= 6; m += 1) {
+      months.push(await makeOldMonth(env, 2024, m));
+      await oldRun(env, 2024, m, 'completed', '-1 day');
+    }
+    const dropped = (await atOnce<{ name: string }>(env.databaseUrl, 4, 'SELECT cyclone_drop_partitions(now()) AS name'))
+      .flat()
+      .map((r) => r.name);
+    expect(dropped.sort()).toEqual(months.flatMap((m) => [`cyclone_runs_${m}`, `cyclone_steps_${m}`]).sort());
+  });
+
+  it('a lookup by run id reads one month, whatever the history', async () => {
+    const env = await createEnv();
+    for (let m = 1; m <= 6; m += 1) await makeOldMonth(env, 2024, m);
+    const runId = await env.client.enqueue('echo', {});
+    await env.runUntilComplete(runId);
+    const [explained] = await sql(
+      env,
+      `EXPLAIN (FORMAT JSON) SELECT state FROM cyclone_steps WHERE run_id = $1 AND node_id = 'echo'`,
+      [runId],
+    );
+    const scanned = JSON.stringify(explained['QUERY PLAN']).match(/"Relation Name":"cyclone_steps_y\d+m\d+"/g) ?? [];
+    expect(scanned).toEqual([`"Relation Name":"cyclone_steps_${suffix(0)}"`]);
+  });
+});
