@@ -2,41 +2,67 @@
 -- (arrays in the same order): a compare-and-set on each step's lease
 -- (owner, generation, and the timeout on the database clock), so a late or
 -- duplicate completion changes nothing. The runs are locked first; routing
--- and the runs' state changes commit with the steps. Returns the ids of the
--- steps it completed. A single completion is a batch of one: there is one
--- completion path.
+-- and the runs' state changes commit with the steps. Returns the id and
+-- generation of each step it completed. A single completion is a batch of
+-- one: there is one completion path.
+--
+-- One statement for the whole batch: a statement on the partitioned tables
+-- locks every partition each time it runs, so a statement per step would
+-- pay for that hundreds of times a batch. The join must be a nested loop
+-- over the primary key; on a young table (never analysed) or a freshly
+-- vacuumed one the statistics can make a hash join over a whole scan look
+-- cheaper, hence the planner settings the function runs with.
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text,
                                                   p_generations bigint[], p_outputs jsonb[])
-RETURNS SETOF bigint
-LANGUAGE plpgsql AS $$
+RETURNS TABLE (id bigint, generation bigint)
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
+#variable_conflict use_column
 DECLARE
-  v_ids  bigint[] := '{}';
-  v_runs uuid[] := '{}';
-  v_run  uuid;
+  v_runs   uuid[];
+  v_ids    bigint[];
+  v_gens   bigint[];
+  v_done   uuid[];
+  v_notify uuid[];
 BEGIN
   PERFORM cyclone_lock_runs(p_run_ids);
 
-  -- One primary-key lookup per step. A join with the arrays leaves the plan
-  -- to the table's statistics, and on a young table (not analysed yet) or a
-  -- freshly vacuumed one they made the planner scan the table for every batch.
-  FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
-    UPDATE cyclone_steps
-       SET state = 'completed', output = p_outputs[i], error = NULL, error_kind = NULL,
+  WITH completed AS (
+    UPDATE cyclone_steps s
+       SET state = 'completed', output = t.output, error = NULL, error_kind = NULL,
            finished_at = now(), updated_at = now(), lease_expiry = NULL
-     WHERE run_id = p_run_ids[i] AND id = p_ids[i] AND state = 'running'
-       AND lease_owner = p_owner AND lease_generation = p_generations[i]
-       AND (timeout IS NULL OR started_at + timeout > now())
-    RETURNING run_id INTO v_run;
-    IF FOUND THEN
-      v_ids := v_ids || p_ids[i];
-      v_runs := v_runs || v_run;
-    END IF;
-  END LOOP;
-  IF cardinality(v_ids) = 0 THEN
+      FROM unnest(p_run_ids, p_ids, p_generations, p_outputs) AS t(run_id, id, generation, output)
+     WHERE s.run_id = t.run_id AND s.id = t.id AND s.state = 'running'
+       AND s.lease_owner = p_owner AND s.lease_generation = t.generation
+       AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
+    RETURNING s.run_id, s.id, s.lease_generation
+  )
+  SELECT array_agg(c.run_id), array_agg(c.id), array_agg(c.lease_generation) INTO v_runs, v_ids, v_gens FROM completed c;
+  IF v_runs IS NULL THEN
     RETURN;
   END IF;
 
-  PERFORM cyclone_release_successors(v_runs);
-  PERFORM cyclone_settle_runs(v_runs);
-  RETURN QUERY SELECT unnest(v_ids);
+  -- A standalone job's run completes with its one step: no routing, no
+  -- counting of its steps. (A paused run may complete: nothing is left to hold.)
+  WITH finished AS (
+    UPDATE cyclone_runs r
+       SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
+     WHERE r.id = ANY (v_runs) AND r.workflow IS NULL AND r.state IN ('running', 'paused')
+    RETURNING r.id, r.notify_finish, r.unique_key
+  ), freed AS (
+    DELETE FROM cyclone_unique_keys k
+     USING finished f
+     WHERE f.unique_key IS NOT NULL AND k.unique_key = f.unique_key AND k.run_id = f.id
+  )
+  SELECT array_agg(f.id), array_agg(f.id) FILTER (WHERE f.notify_finish) INTO v_done, v_notify FROM finished f;
+  PERFORM pg_notify('cyclone_run_finished', finished_id::text) FROM unnest(v_notify) AS finished_id;
+
+  -- The rest are workflow runs: route below the completed nodes, then settle.
+  v_runs := ARRAY(SELECT unnest(v_runs) EXCEPT SELECT unnest(v_done));
+  IF cardinality(v_runs) > 0 THEN
+    PERFORM cyclone_release_successors(v_runs);
+    PERFORM cyclone_settle_runs(v_runs);
+  END IF;
+  RETURN QUERY SELECT * FROM unnest(v_ids, v_gens);
 END $$;

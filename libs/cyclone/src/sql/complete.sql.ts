@@ -1,15 +1,16 @@
 import { statement } from '../database/statement.js';
 
 /**
- * Completes a batch of one worker's steps; returns the ids it completed
- * (sql/functions/complete-steps.sql). Arrays in the same order.
+ * Completes a batch of one worker's steps; returns the id and lease
+ * generation of each step it completed (sql/functions/complete-steps.sql).
+ * Arrays in the same order.
  */
 export const COMPLETE_STEPS = statement<
   [runIds: string[], ids: string[], owner: string, generations: string[], outputs: string[]],
-  { id: string }
+  { id: string; generation: string }
 >(
   'cyclone_complete_steps',
-  /* sql */ `SELECT id FROM cyclone_complete_steps($1::uuid[], $2::bigint[], $3, $4::bigint[], $5::jsonb[]) AS id`,
+  /* sql */ `SELECT id, generation FROM cyclone_complete_steps($1::uuid[], $2::bigint[], $3, $4::bigint[], $5::jsonb[])`,
   { prepared: true },
 );
 

@@ -43,7 +43,8 @@ export class CompletionBatcher {
       batch.map((c) => c.generation),
       batch.map((c) => c.output),
     ]);
-    const completed = new Set(rows.map((r) => r.id));
-    return batch.map((c) => completed.has(c.id));
+    // By id and generation: a stale and a fresh completion of one step can share a batch.
+    const completed = new Set(rows.map((r) => `${r.id}:${r.generation}`));
+    return batch.map((c) => completed.has(`${c.id}:${c.generation}`));
   }
 }
