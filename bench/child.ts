@@ -38,9 +38,11 @@ async function main(): Promise<void> {
       case 'crash-worker':
         await crashWorker(await loadRunner(task.system), task.ctx, task.params as CrashParams);
         break;
-      case 'history-seed':
-        write({ ok: true, values: await seedHistory(task.ctx, (task.params as { rows: number }).rows) });
+      case 'history-seed': {
+        const { rows, waiting } = task.params as { rows: number; waiting?: number };
+        write({ ok: true, values: await seedHistory(task.ctx, rows, 7, waiting ?? 0) });
         break;
+      }
       default:
         throw new Error(`unknown task mode ${String(task.mode)}`);
     }

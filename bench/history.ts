@@ -1,43 +1,81 @@
 /**
- * W6: history. Fills Cyclone's tables with completed runs (one step each), as
- * months of finished jobs would, straight with SQL, then vacuums and analyses
- * them as autovacuum would have. W1 then runs on top of them.
+ * W6: history. Fills Cyclone's tables as a long-lived system's are, straight
+ * with SQL: `rows` completed runs (one step each) spread evenly over `months`
+ * monthly partitions (the current month and the ones before it), and
+ * `waiting` runs whose step waits on a delay or a retry (available, due days
+ * from now), then vacuums, analyses and checkpoints as autovacuum and the
+ * checkpointer would have. W1, W2 and W3 then run on top of them.
  */
 import pg from 'pg';
 import { runner } from './runners/cyclone.js';
 import type { ChildContext } from './workloads.js';
 
-export async function seedHistory(ctx: ChildContext, rows: number): Promise<Record<string, number>> {
-  // Boot once so the migrations create the schema.
+const CHUNK = 250_000;
+
+export async function seedHistory(
+  ctx: ChildContext,
+  rows: number,
+  months = 7,
+  waiting = 0,
+): Promise<Record<string, number>> {
+  // Boot once so the migrations create the schema and this month's partitions.
   const producer = await runner.start({ url: ctx.url, workers: 0, poolSize: 10 });
   await producer.stop();
   const client = new pg.Client({ connectionString: ctx.url });
   await client.connect();
   try {
     const t0 = performance.now();
-    const chunk = 250_000;
-    for (let from = 1; from <= rows; from += chunk) {
-      const to = Math.min(rows, from + chunk - 1);
-      await client.query('BEGIN');
+    // The months before the ones Cyclone keeps ready, as they were made when they were current.
+    for (let m = 2; m < months; m += 1) {
+      await client.query(
+        `SELECT format('CREATE TABLE IF NOT EXISTS %I PARTITION OF %I FOR VALUES FROM (%L) TO (%L)', t || suffix, t,
+                       cyclone_month_floor(start), cyclone_month_floor(start + interval '1 month'))
+           FROM (SELECT date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1) AS start) s,
+                LATERAL (SELECT to_char(start, '"_y"YYYY"m"MM') AS suffix) f,
+                unnest(ARRAY['cyclone_runs', 'cyclone_steps']) AS t`,
+        [m],
+      ).then(async ({ rows: ddl }) => {
+        for (const { format } of ddl) await client.query(format);
+      });
+    }
+    // Finished runs, spread evenly from `months - 1` months ago to just now.
+    const spanMs = (months - 1) * 30 * 86_400_000;
+    for (let from = 1; from <= rows; from += CHUNK) {
+      const to = Math.min(rows, from + CHUNK - 1);
       await client.query(
         `WITH runs AS (
            INSERT INTO cyclone_runs (id, kind, state, queue, input, retention, created_at, updated_at, finished_at, delete_after)
            -- Time-ordered ids, as Cyclone makes them, dated when each run was created (PostgreSQL 18's uuidv7).
-           SELECT uuidv7(interval '-2 days' + g * interval '1 millisecond'), 'bench_job', 'completed', 'default', jsonb_build_object('i', g), interval '30 days',
-                  now() - interval '2 days' + g * interval '1 millisecond',
-                  now() - interval '2 days' + g * interval '1 millisecond',
-                  now() - interval '2 days' + g * interval '1 millisecond',
-                  now() + interval '28 days'
-             FROM generate_series($1::int, $2::int) AS g
+           SELECT uuidv7(-(($3::float8 * ($2 - g) / $2) * interval '1 millisecond') - interval '1 minute'), 'bench_job', 'completed',
+                  'default', jsonb_build_object('i', g), interval '400 days',
+                  at, at, at, at + interval '400 days'
+             FROM generate_series($1::int, $2::int) AS g,
+                  LATERAL (SELECT now() - ($3::float8 * ($2 - g) / $2) * interval '1 millisecond' - interval '1 minute' AS at) t
            RETURNING id, created_at, finished_at)
          INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, attempt, max_attempts, scheduled_at, started_at,
                                     finished_at, heartbeat_at, lease_owner, lease_generation, output, created_at, updated_at)
          SELECT id, 'bench_job', 'bench_job', 'default', 'completed', 1, 5, created_at, created_at,
                 finished_at, created_at, 'history', 1, 'null'::jsonb, created_at, finished_at
            FROM runs`,
+        [from, to, spanMs],
+      );
+    }
+    // Runs waiting on a delay (half) or on a retry after a failed attempt (half): due 1 to 30 days from now.
+    for (let from = 1; from <= waiting; from += CHUNK) {
+      const to = Math.min(waiting, from + CHUNK - 1);
+      await client.query(
+        `WITH runs AS (
+           INSERT INTO cyclone_runs (id, kind, state, queue, input, retention)
+           SELECT uuidv7(), 'bench_job', 'running', 'default', jsonb_build_object('w', g), interval '7 days'
+             FROM generate_series($1::int, $2::int) AS g
+           RETURNING id)
+         INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, attempt, max_attempts, scheduled_at, error, error_kind)
+         SELECT id, 'bench_job', 'bench_job', 'default', 'available', 1 + (n % 2), 5,
+                now() + interval '1 day' + random() * interval '29 days',
+                CASE WHEN n % 2 = 1 THEN 'retry after a failure' END, CASE WHEN n % 2 = 1 THEN 'error' END
+           FROM (SELECT id, row_number() OVER () AS n FROM runs) r`,
         [from, to],
       );
-      await client.query('COMMIT');
     }
     const insertMs = performance.now() - t0;
     const t1 = performance.now();
@@ -47,9 +85,21 @@ export async function seedHistory(ctx: ChildContext, rows: number): Promise<Reco
     await client.query('CHECKPOINT');
     const vacuumMs = performance.now() - t1;
     const { rows: size } = await client.query(
-      `SELECT pg_total_relation_size('cyclone_runs')::bigint AS runs, pg_total_relation_size('cyclone_steps')::bigint AS steps`,
+      `SELECT (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'cyclone_runs'::regclass)::bigint AS runs,
+              (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'cyclone_steps'::regclass)::bigint AS steps,
+              (SELECT count(*) FROM pg_inherits WHERE inhparent = 'cyclone_runs'::regclass)::int AS partitions,
+              (SELECT count(DISTINCT tableoid) FROM cyclone_runs WHERE state = 'completed')::int AS months`,
     );
-    return { rows, insertMs, vacuumMs, runsBytes: Number(size[0].runs), stepsBytes: Number(size[0].steps) };
+    return {
+      rows,
+      waiting,
+      months: Number(size[0].months),
+      partitions: Number(size[0].partitions),
+      insertMs,
+      vacuumMs,
+      runsBytes: Number(size[0].runs),
+      stepsBytes: Number(size[0].steps),
+    };
   } finally {
     await client.end();
   }

@@ -8,6 +8,7 @@
  *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
  *   npm run bench -- --readme          # full run, then its results into README.md
  *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-history --history-rows=N
+ *            --history-waiting=N (runs waiting on a delay or retry beside the history)
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream, existsSync } from 'node:fs';
@@ -39,6 +40,7 @@ interface Args {
   crash: boolean;
   history: boolean;
   historyRows: number;
+  historyWaiting: number;
   raw: string[];
 }
 
@@ -57,7 +59,8 @@ function parseArgs(argv: string[]): Args {
     ],
     crash: !argv.includes('--no-crash'),
     history: !argv.includes('--no-history'),
-    historyRows: Number(get('history-rows') ?? (quick ? 100_000 : 1_000_000)),
+    historyRows: Number(get('history-rows') ?? (quick ? 100_000 : 10_000_000)),
+    historyWaiting: Number(get('history-waiting') ?? (quick ? 10_000 : 1_000_000)),
     raw: argv,
   };
   for (const s of args.systems) if (!SYSTEMS.includes(s)) throw new Error(`unknown system ${s}`);
@@ -218,13 +221,19 @@ async function main(): Promise<void> {
     if (args.history && args.systems.includes('cyclone')) {
       const database = 'bench_w6_cyclone';
       await createDatabase(server.adminUrl, database);
-      log(`W6 history: inserting ${args.historyRows.toLocaleString('en-US')} completed runs into Cyclone's tables`);
-      const seeded = await runChild({ mode: 'history-seed', system: 'cyclone', ctx: ctxFor(database), params: { rows: args.historyRows } }, 1_800_000);
+      log(
+        `W6 history: inserting ${args.historyRows.toLocaleString('en-US')} completed runs over 7 monthly partitions and ` +
+          `${args.historyWaiting.toLocaleString('en-US')} waiting on a delay or retry into Cyclone's tables`,
+      );
+      const seeded = await runChild(
+        { mode: 'history-seed', system: 'cyclone', ctx: ctxFor(database), params: { rows: args.historyRows, waiting: args.historyWaiting } },
+        3_600_000,
+      );
       if (!seeded.ok) throw new Error(`history seed failed: ${seeded.error}`);
       history.seed = seeded.values;
       log(`W6 history: seeded in ${(seeded.values.insertMs / 1000).toFixed(1)} s, vacuum+analyze ${(seeded.values.vacuumMs / 1000).toFixed(1)} s`);
-      // W1 first: W2 leaves its jobs queued (it runs no workers), which a later W1 would drain too.
-      for (const workload of ['W1', 'W2'] as WorkloadName[]) {
+      // W1 first: W2 leaves its jobs queued (it runs no workers), which a later W1 or W3 would drain too.
+      for (const workload of ['W1', 'W3', 'W2'] as WorkloadName[]) {
         for (let rep = 0; rep < args.reps; rep++) {
           const p = params[workload];
           const r = (await runChild({ mode: 'workload', system: 'cyclone', workload, ctx: ctxFor(database), params: p }, p.timeoutMs + 120_000)) as WorkloadResult;

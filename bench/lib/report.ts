@@ -170,17 +170,27 @@ export function renderMarkdown(r: BenchReport): string {
     const empty2 = valuesOf(r.runs, 'cyclone', 'W2', 'enqueuesPerSec');
     const hist1 = rowsOf('W1', 'jobsPerSec');
     const hist2 = rowsOf('W2', 'enqueuesPerSec');
+    const empty3 = valuesOf(r.runs, 'cyclone', 'W3', 'p50Ms');
+    const empty3p99 = valuesOf(r.runs, 'cyclone', 'W3', 'p99Ms');
+    const hist3 = rowsOf('W3', 'p50Ms');
+    const hist3p99 = rowsOf('W3', 'p99Ms');
     out.push(
-      `**W6 history** — Cyclone with ${h.rows.toLocaleString('en-US')} completed runs (and their steps) already in its tables, ` +
-        `inserted with SQL and vacuumed/analysed` +
+      `**W6 history** — Cyclone with ${h.rows.toLocaleString('en-US')} completed runs (and their steps) already in its tables` +
+        (h.seed
+          ? `, spread over ${h.seed.months} monthly partitions (of ${h.seed.partitions}), and ${(h.seed.waiting ?? 0).toLocaleString('en-US')} ` +
+            'runs waiting on a delay or a retry (due 1 to 30 days ahead)'
+          : '') +
+        ', inserted with SQL, vacuumed, analysed and checkpointed' +
         (h.seed ? ` (tables ${fmt((h.seed.runsBytes + h.seed.stepsBytes) / 2 ** 20)} MB)` : '') +
-        '; ratio to the same workload on empty tables above.',
+        '; ratio to the same workload on empty tables above (for W3 latency, below 1 is better).',
     );
     out.push('');
     out.push('| workload | empty tables | with history | history ÷ empty |');
     out.push('| --- | ---: | ---: | ---: |');
     out.push(`| W1 drain, jobs/s | ${fmtSpread(empty1)} | ${fmtSpread(hist1)} | ${ratio(hist1.median, empty1.median)} |`);
     out.push(`| W2 enqueue, enqueues/s | ${fmtSpread(empty2)} | ${fmtSpread(hist2)} | ${ratio(hist2.median, empty2.median)} |`);
+    out.push(`| W3 enqueue→start p50, ms | ${fmtSpread(empty3)} | ${fmtSpread(hist3)} | ${ratio(hist3.median, empty3.median)} |`);
+    out.push(`| W3 enqueue→start p99, ms | ${fmtSpread(empty3p99)} | ${fmtSpread(hist3p99)} | ${ratio(hist3p99.median, empty3p99.median)} |`);
     out.push('');
   }
 

@@ -72,7 +72,7 @@ export const runner: Runner = {
     const { rows } = await client.query(
       // Two counts, each over its partial index (claim, lease), so the poll stays cheap however
       // large the history is; without one, W6 polled with a parallel scan of the history every 10 ms.
-      `/* bench */ SELECT (SELECT count(*) FROM cyclone_steps WHERE state = 'available')::int
+      `/* bench */ SELECT (SELECT count(*) FROM cyclone_steps WHERE state = 'available' AND queue = 'default' AND scheduled_at <= now())::int
                         + (SELECT count(*) FROM cyclone_steps WHERE lease_expiry IS NOT NULL AND state = 'running')::int AS bench_n`,
     );
     return rows[0].bench_n;

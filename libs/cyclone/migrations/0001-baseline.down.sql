@@ -15,6 +15,7 @@ DROP FUNCTION IF EXISTS cyclone_recover_step(uuid, bigint, bigint);
 DROP FUNCTION IF EXISTS cyclone_hand_back(uuid[], bigint[], text, bigint[]);
 DROP FUNCTION IF EXISTS cyclone_snooze_step(uuid, bigint, text, bigint, bigint);
 DROP FUNCTION IF EXISTS cyclone_fail_step(uuid, bigint, text, bigint, text, text, bigint);
+DROP FUNCTION IF EXISTS cyclone_claim_steps(text, text[], integer, text, bigint);
 DROP FUNCTION IF EXISTS cyclone_complete_steps(uuid[], bigint[], text, bigint[], jsonb[]);
 DROP FUNCTION IF EXISTS cyclone_release_successors(uuid[]);
 DROP FUNCTION IF EXISTS cyclone_settle_run(uuid);

@@ -130,6 +130,7 @@ CREATE TABLE cyclone_paused_queues (
 \ir ../sql/functions/locks.sql
 \ir ../sql/functions/settle-runs.sql
 \ir ../sql/functions/release-successors.sql
+\ir ../sql/functions/claim-steps.sql
 \ir ../sql/functions/complete-steps.sql
 \ir ../sql/functions/fail-step.sql
 \ir ../sql/functions/snooze-step.sql

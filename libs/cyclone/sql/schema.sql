@@ -116,9 +116,48 @@ BEGIN
   RETURN v_state;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text, p_lease_ttl_ms bigint)
+ RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+AS $function$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH picked AS (
+    SELECT c.run_id, c.id FROM cyclone_steps c
+     WHERE c.state = 'available' AND c.queue = p_queue AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+       AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
+     ORDER BY c.priority DESC, c.scheduled_at, c.id
+     LIMIT p_limit
+     FOR UPDATE SKIP LOCKED
+  )
+  UPDATE cyclone_steps s
+     SET state = 'running',
+         lease_owner = p_owner,
+         lease_generation = s.lease_generation + 1,
+         lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
+         started_at = now(),
+         heartbeat_at = now(),
+         updated_at = now()
+    FROM picked, cyclone_runs r
+   WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
+  RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
+            (extract(epoch FROM s.timeout) * 1000)::bigint,
+            r.input,
+            CASE WHEN cardinality(s.depends_on) > 0 THEN
+              (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
+                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+            END;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[], p_outputs jsonb[])
  RETURNS TABLE(id bigint, generation bigint)
  LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
@@ -131,7 +170,8 @@ DECLARE
   v_done   uuid[];
   v_notify uuid[];
 BEGIN
-  PERFORM cyclone_lock_runs(p_run_ids);
+  -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
+  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) ORDER BY r.id FOR UPDATE;
 
   WITH completed AS (
     UPDATE cyclone_steps s

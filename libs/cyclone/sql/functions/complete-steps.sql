@@ -8,15 +8,17 @@
 --
 -- One statement for the whole batch: a statement on the partitioned tables
 -- locks every partition each time it runs, so a statement per step would
--- pay for that hundreds of times a batch. The join must be a nested loop
--- over the primary key; on a young table (never analysed) or a freshly
--- vacuumed one the statistics can make a hash join over a whole scan look
--- cheaper, hence the planner settings the function runs with.
+-- pay for that hundreds of times a batch. Its plan is made once per
+-- connection (planned afresh on every call, a statement over every month's
+-- partitions costs about a millisecond to plan); made without the batch in
+-- view, and on a young table (never analysed) or a freshly vacuumed one, the
+-- statistics could make a hash join over a whole scan look cheaper, so the
+-- joins are held to nested loops over the primary key.
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text,
                                                   p_generations bigint[], p_outputs jsonb[])
 RETURNS TABLE (id bigint, generation bigint)
 LANGUAGE plpgsql
-SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -26,7 +28,8 @@ DECLARE
   v_done   uuid[];
   v_notify uuid[];
 BEGIN
-  PERFORM cyclone_lock_runs(p_run_ids);
+  -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
+  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) ORDER BY r.id FOR UPDATE;
 
   WITH completed AS (
     UPDATE cyclone_steps s
