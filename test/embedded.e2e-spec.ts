@@ -11,6 +11,7 @@ import pg from 'pg';
 import { CycloneModule, EmbeddedDatabaseError, Step } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../libs/cyclone/src/database/embedded-database.js';
+import { freePort } from './support/scratch-postgres.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -38,17 +39,6 @@ afterAll(() => {
   for (const child of children) child.kill('SIGKILL');
   rmSync(dir, { recursive: true, force: true });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 interface AppProcess {
   child: ChildProcess;

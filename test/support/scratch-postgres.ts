@@ -59,7 +59,8 @@ export async function createScratchPostgres(options: ScratchPostgresOptions): Pr
   return { server, dataDir, port, url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`, destroy };
 }
 
-function freePort(): Promise<number> {
+/** A port nothing listens on now, for a server of a test's own. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);

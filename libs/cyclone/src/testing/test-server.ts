@@ -27,7 +27,7 @@ export async function startTestServer(options: { unref?: boolean } = {}): Promis
     port: await freePort(),
     persistent: false,
     logger: new Logger('Cyclone'),
-    settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300' },
+    settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '500' },
     unref: options.unref,
     removeOnExit: dir,
   });
