@@ -8,6 +8,7 @@
  *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
  *   npm run bench -- --readme          # full run, then its results into README.md
  *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-history --history-rows=N
+ *            --no-dashboard --dashboard-rows=N
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream, existsSync } from 'node:fs';
@@ -16,6 +17,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { runCrash, type CrashParams, type CrashResult } from './crash.js';
+import type { DashboardResult } from './dashboard.js';
 import { updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
@@ -39,6 +41,8 @@ interface Args {
   crash: boolean;
   history: boolean;
   historyRows: number;
+  dashboard: boolean;
+  dashboardRows: number;
   raw: string[];
 }
 
@@ -58,6 +62,8 @@ function parseArgs(argv: string[]): Args {
     crash: !argv.includes('--no-crash'),
     history: !argv.includes('--no-history'),
     historyRows: Number(get('history-rows') ?? (quick ? 100_000 : 1_000_000)),
+    dashboard: !argv.includes('--no-dashboard'),
+    dashboardRows: Number(get('dashboard-rows') ?? (quick ? 100_000 : 1_000_000)),
     raw: argv,
   };
   for (const s of args.systems) if (!SYSTEMS.includes(s)) throw new Error(`unknown system ${s}`);
@@ -238,6 +244,24 @@ async function main(): Promise<void> {
       await dropDatabase(server.adminUrl, database);
     }
 
+    let dashboard: DashboardResult | undefined;
+    if (args.dashboard && args.systems.includes('cyclone')) {
+      const database = 'bench_w7_dashboard';
+      await createDatabase(server.adminUrl, database);
+      log(`W7 dashboard: inserting ${args.dashboardRows.toLocaleString('en-US')} runs, then timing each API call`);
+      dashboard = (await runChild(
+        { mode: 'dashboard', system: 'cyclone', ctx: ctxFor(database), params: { rows: args.dashboardRows, samples: args.quick ? 10 : 30 } },
+        1_800_000,
+      )) as DashboardResult;
+      if (dashboard.calls) {
+        for (const call of dashboard.calls) {
+          log(`W7 ${call.name}: server p50 ${call.serverP50Ms.toFixed(1)} ms, p95 ${call.serverP95Ms.toFixed(1)} ms, max ${call.serverMaxMs.toFixed(1)} ms`);
+        }
+      }
+      if (!dashboard.ok) log(`W7 dashboard NOT OK: ${dashboard.error}`);
+      await dropDatabase(server.adminUrl, database);
+    }
+
     const descriptions: BenchReport['configs'] = {};
     for (const system of args.systems) {
       const runner = await loadRunner(system);
@@ -266,6 +290,7 @@ async function main(): Promise<void> {
       runs,
       crash,
       history,
+      dashboard,
     };
   } finally {
     await server.stop();
