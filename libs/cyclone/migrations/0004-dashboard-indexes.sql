@@ -2,11 +2,14 @@
 -- every list it shows stays an index scan of one page, however long the
 -- history grows.
 --
--- Each index costs a write: the ones on runs one entry per run inserted and
--- one when it finishes (cyclone_runs_state only for runs that are not
--- completed); on steps one entry per step that completes or is discarded.
--- The partial ones hold only rows a dashboard looks for and cost nothing to
--- every other row.
+-- Each index costs writes. A run gets an entry in cyclone_runs_queue and
+-- cyclone_runs_name when it is enqueued and again when it finishes: an
+-- update of a run's state is never a HOT update, so every index takes the
+-- new row version. cyclone_runs_state takes runs only while they are not
+-- completed. A step gets an entry in cyclone_steps_finished when it
+-- completes or is discarded. The other partial indexes hold only the rows
+-- the dashboard looks for (runs with a unique key, discarded and paused
+-- steps) and cost nothing for the rest.
 
 -- The runs list is paged by run id, newest first (ids are UUIDv7, so id order
 -- is creation order and a time range is an id range); each filter has an
