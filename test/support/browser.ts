@@ -21,11 +21,11 @@ export const SCREENSHOTS = fileURLToPath(new URL('../../.artifacts/dashboard/', 
  */
 export function browserTestsEnabled(): boolean {
   if (chromiumInstalled()) return true;
-  const message =
-    `Browser tests skipped: no Chromium at ${CHROMIUM}. Install Debian's chromium package ` +
-    '(apt-get install -y chromium) or set CYCLONE_TEST_CHROMIUM to a Chromium binary.';
-  if (process.env.CYCLONE_TEST_REQUIRE_BROWSER) throw new Error(`${message} (CYCLONE_TEST_REQUIRE_BROWSER is set)`);
-  process.stderr.write(`\n[cyclone tests] ${message}\n`);
+  const missing =
+    `no Chromium at ${CHROMIUM}. Install Debian's chromium package (apt-get install -y chromium) ` +
+    'or set CYCLONE_TEST_CHROMIUM to a Chromium binary.';
+  if (process.env.CYCLONE_TEST_REQUIRE_BROWSER) throw new Error(`The browser tests cannot run (CYCLONE_TEST_REQUIRE_BROWSER is set): ${missing}`);
+  process.stderr.write(`\n[cyclone tests] Browser tests skipped: ${missing}\n`);
   return false;
 }
 
