@@ -283,7 +283,8 @@ describe('the dashboard API', () => {
   describe('runs', () => {
     /** Runs inserted with ids made at chosen times, so time filters have exact answers. */
     const seeded: { id: string; kind: string; queue: string; state: string; uniqueKey: string | null; at: number }[] = [];
-    const t0 = Date.UTC(2026, 0, 10, 12, 0, 0);
+    /** Three hours ago, to the minute: no other run of the file was made then. */
+    const t0 = Math.floor((Date.now() - 3 * 3_600_000) / 60_000) * 60_000;
 
     beforeAll(async () => {
       for (let i = 0; i < 12; i++) {
@@ -523,7 +524,7 @@ describe('the dashboard API', () => {
         app.databaseUrl,
         `WITH runs AS (
            INSERT INTO cyclone_runs (id, kind, state, queue, retention, finished_at)
-           SELECT gen_random_uuid(), 'dash_seed', 'completed', 'measured', interval '1 day', now() FROM generate_series(1, 5)
+           SELECT id, 'dash_seed', 'completed', 'measured', interval '1 day', now() FROM unnest($1::uuid[]) AS id
            RETURNING id)
          INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, max_attempts, finished_at)
          SELECT id, 'dash_seed', 'dash_seed', 'measured', s.state, 1, now() - s.ago
@@ -531,6 +532,7 @@ describe('the dashboard API', () => {
            JOIN (VALUES (1, 'completed', interval '1 minute'), (2, 'completed', interval '2 minutes'),
                         (3, 'completed', interval '4 minutes'), (4, 'discarded', interval '30 seconds'),
                         (5, 'completed', interval '6 minutes')) AS s(n, state, ago) ON s.n = r.n`,
+        [Array.from({ length: 5 }, () => uuid7())],
       );
       const { body } = await app.json('/cyclone/api/queues');
       expect(body.queues.find((x: { name: string }) => x.name === 'measured')).toMatchObject({
@@ -547,13 +549,14 @@ describe('the dashboard API', () => {
         app.databaseUrl,
         `WITH runs AS (
            INSERT INTO cyclone_runs (id, kind, state, queue, retention, finished_at)
-           SELECT gen_random_uuid(), 'dash_seed', 'completed', 'busy', interval '1 day', now() FROM generate_series(1, 3000)
+           SELECT id, 'dash_seed', 'completed', 'busy', interval '1 day', now() FROM unnest($1::uuid[]) AS id
            RETURNING id)
          INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, max_attempts, finished_at)
          SELECT id, 'dash_seed', 'dash_seed', 'busy', 'completed', 1,
                 now() - CASE WHEN n <= 1000 THEN n * interval '10 milliseconds'
                              ELSE interval '10 seconds' + (n - 1000) * interval '100 milliseconds' END
            FROM (SELECT id, row_number() OVER () AS n FROM runs) r`,
+        [Array.from({ length: 3_000 }, () => uuid7())],
       );
       const { body } = await app.json('/cyclone/api/queues');
       const rate = body.queues.find((x: { name: string }) => x.name === 'busy').throughput.completedPerMinute;
