@@ -5,12 +5,13 @@
  */
 import { writeFileSync } from 'node:fs';
 import { crashSeed, crashWorker, type CrashParams } from './crash.js';
+import { runDashboard, type DashboardParams } from './dashboard.js';
 import { seedHistory } from './history.js';
 import { loadRunner, type SystemName } from './runners/types.js';
 import { WORKLOADS, type ChildContext, type WorkloadName, type WorkloadParams } from './workloads.js';
 
 interface Task {
-  mode: 'workload' | 'crash-seed' | 'crash-worker' | 'history-seed';
+  mode: 'workload' | 'crash-seed' | 'crash-worker' | 'history-seed' | 'dashboard';
   system: SystemName;
   workload?: WorkloadName;
   ctx: ChildContext;
@@ -43,6 +44,9 @@ async function main(): Promise<void> {
         write({ ok: true, values: await seedHistory(task.ctx, rows, 7, waiting ?? 0) });
         break;
       }
+      case 'dashboard':
+        write(await runDashboard(task.ctx, task.params as DashboardParams));
+        break;
       default:
         throw new Error(`unknown task mode ${String(task.mode)}`);
     }

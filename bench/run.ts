@@ -9,6 +9,7 @@
  *   npm run bench -- --readme          # full run, then its results into README.md
  *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-history --history-rows=N
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
+ *            --no-dashboard --dashboard-rows=N
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream, existsSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { runCrash, type CrashParams, type CrashResult } from './crash.js';
+import type { DashboardResult } from './dashboard.js';
 import { updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
@@ -41,6 +43,8 @@ interface Args {
   history: boolean;
   historyRows: number;
   historyWaiting: number;
+  dashboard: boolean;
+  dashboardRows: number;
   raw: string[];
 }
 
@@ -61,6 +65,8 @@ function parseArgs(argv: string[]): Args {
     history: !argv.includes('--no-history'),
     historyRows: Number(get('history-rows') ?? (quick ? 100_000 : 10_000_000)),
     historyWaiting: Number(get('history-waiting') ?? (quick ? 10_000 : 1_000_000)),
+    dashboard: !argv.includes('--no-dashboard'),
+    dashboardRows: Number(get('dashboard-rows') ?? (quick ? 100_000 : 1_000_000)),
     raw: argv,
   };
   for (const s of args.systems) if (!SYSTEMS.includes(s)) throw new Error(`unknown system ${s}`);
@@ -247,6 +253,24 @@ async function main(): Promise<void> {
       await dropDatabase(server.adminUrl, database);
     }
 
+    let dashboard: DashboardResult | undefined;
+    if (args.dashboard && args.systems.includes('cyclone')) {
+      const database = 'bench_w7_dashboard';
+      await createDatabase(server.adminUrl, database);
+      log(`W9 dashboard: inserting ${args.dashboardRows.toLocaleString('en-US')} runs, then timing each API call`);
+      dashboard = (await runChild(
+        { mode: 'dashboard', system: 'cyclone', ctx: ctxFor(database), params: { rows: args.dashboardRows, samples: args.quick ? 10 : 30 } },
+        1_800_000,
+      )) as DashboardResult;
+      if (dashboard.calls) {
+        for (const call of dashboard.calls) {
+          log(`W9 ${call.name}: server p50 ${call.serverP50Ms.toFixed(1)} ms, p95 ${call.serverP95Ms.toFixed(1)} ms, max ${call.serverMaxMs.toFixed(1)} ms`);
+        }
+      }
+      if (!dashboard.ok) log(`W9 dashboard NOT OK: ${dashboard.error}`);
+      await dropDatabase(server.adminUrl, database);
+    }
+
     const descriptions: BenchReport['configs'] = {};
     for (const system of args.systems) {
       const runner = await loadRunner(system);
@@ -275,6 +299,7 @@ async function main(): Promise<void> {
       runs,
       crash,
       history,
+      dashboard,
     };
   } finally {
     await server.stop();

@@ -1,6 +1,8 @@
 import { Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { CycloneErrorFilter, CycloneModule } from 'cyclone-nestjs';
+import { CycloneDashboardModule } from 'cyclone-nestjs/dashboard';
+import { DashboardAuthGuard } from './dashboard/dashboard-auth.guard.js';
 import { EmailsModule } from './emails/emails.module.js';
 import { HealthModule } from './health/health.module.js';
 import { OnboardingModule } from './onboarding/onboarding.module.js';
@@ -23,6 +25,8 @@ import { UsersModule } from './users/users.module.js';
         workflows: [Onboarding],
       }),
     }),
+    // The dashboard at /cyclone, behind HTTP Basic (DASHBOARD_USER / DASHBOARD_PASSWORD).
+    CycloneDashboardModule.forRoot({ path: '/cyclone', guard: DashboardAuthGuard }),
     EmailsModule,
     ReportsModule,
     OnboardingModule,

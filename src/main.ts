@@ -19,7 +19,7 @@ async function bootstrap(): Promise<void> {
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port);
-  logger.log(`Listening on http://localhost:${port} (try GET /health, POST /reports, POST /onboarding)`);
+  logger.log(`Listening on http://localhost:${port} (try GET /health, POST /reports, POST /onboarding; the dashboard is at /cyclone)`);
 }
 
 void bootstrap();

@@ -45,6 +45,19 @@ describe('example app', () => {
     expect(body.info.cyclone).toMatchObject({ status: 'up', database: 'up', listener: 'connected' });
   });
 
+  it('serves the dashboard at /cyclone behind HTTP Basic (admin / cyclone by default)', async () => {
+    const refused = await fetch(`${base}/cyclone`);
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get('www-authenticate')).toContain('Basic');
+    expect((await fetch(`${base}/cyclone/api/queues`, { headers: { authorization: 'Basic YWRtaW46d3Jvbmc=' } })).status).toBe(401);
+    const authorization = `Basic ${Buffer.from('admin:cyclone').toString('base64')}`;
+    const page = await fetch(`${base}/cyclone`, { headers: { authorization } });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('data-base="/cyclone"');
+    const queues = (await (await fetch(`${base}/cyclone/api/queues`, { headers: { authorization } })).json()) as any;
+    expect(queues.queues.map((q: { name: string }) => q.name)).toEqual(expect.arrayContaining(['default', 'reports']));
+  });
+
   it('builds a report through the API and then emails it', async () => {
     const response = await post('/reports', { userId: 7, email: 'ada@example.com', period: '2026-11' });
     expect(response.status).toBe(202);

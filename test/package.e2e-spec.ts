@@ -106,14 +106,18 @@ describe('the published package', () => {
       'package/dist/index.d.ts',
       'package/dist/testing/index.js',
       'package/dist/health/index.js',
+      'package/dist/dashboard/index.js',
+      'package/dist/dashboard/assets/main.js',
+      'package/dist/dashboard/assets/dashboard.css',
       'package/dist/cli/bin.js',
       'package/migrations/0001-baseline.sql',
+      'package/migrations/0004-dashboard-indexes.sql',
       'package/sql/schema.sql',
       'package/sql/functions/complete-steps.sql',
     ]));
     const outside = files.filter((f) => !/^package\/(dist|migrations|sql)\/|^package\/(package\.json|README\.md|LICENSE)$/.test(f));
     expect(outside).toEqual([]);
-    expect(files.filter((f) => /\.spec\.|\/test\/|\/bench\//.test(f))).toEqual([]);
+    expect(files.filter((f) => /\.spec\.|\/test\/|\/bench\/|\/ui\//.test(f))).toEqual([]);
   });
 
   it('installs beside the app with one copy of every Nest package, and brings none of the repository tooling', () => {
@@ -125,7 +129,7 @@ describe('the published package', () => {
     }
   });
 
-  it.each(['esm', 'cjs'])('a %s app boots, runs a job, reads its result, and uses cyclone-nestjs/health and /testing', async (dir) => {
+  it.each(['esm', 'cjs'])('a %s app boots, runs a job, reads its result, and uses cyclone-nestjs/health, /dashboard and /testing', async (dir) => {
     const result = await run(process.execPath, ['dist/main.js'], join(work, dir), { APP_DATABASE_URL: database.url }, 120_000);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
@@ -133,6 +137,7 @@ describe('the published package', () => {
       output: { greeting: 'hello package', attempt: 1 },
       health: 'ok',
       kit: { state: 'completed', output: { greeting: 'hello kit', attempt: 1 } },
+      dashboard: 'dashboard_unguarded',
     });
   });
 
@@ -143,10 +148,10 @@ describe('the published package', () => {
     it('status reports the migrations and queues of a migrated database', async () => {
       const status = await cli(['status', '--url', database.url]);
       expect(status).toMatchObject({ code: 0, stderr: '' });
-      expect(status.stdout).toContain('Migrations: applied 1; none pending');
+      expect(status.stdout).toContain('Migrations: applied 1, 4; none pending');
       expect(status.stdout).toContain('Stranded leases: 0');
       const json = await cli(['status', '--json'], { CYCLONE_DATABASE_URL: database.url });
-      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: [1], pending: [] }, strandedLeases: 0 });
+      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: [1, 4], pending: [] }, strandedLeases: 0 });
     });
 
     it('migrate --dry-run prints the SQL of what is pending and changes nothing; migrate applies it', async () => {
@@ -162,7 +167,10 @@ describe('the published package', () => {
         expect(before.stderr).toContain('cyclone migrate');
 
         const applied = await cli(['migrate', '--url', empty.url]);
-        expect(applied).toMatchObject({ code: 0, stdout: 'Applied CycloneBaseline1764403200000 (version 1)\n' });
+        expect(applied).toMatchObject({
+          code: 0,
+          stdout: 'Applied CycloneBaseline1764403200000 (version 1)\nApplied CycloneDashboardIndexes1765008000000 (version 4)\n',
+        });
         expect((await cli(['migrate', '--url', empty.url])).stdout).toContain('up to date');
         expect((await cli(['migrate', '--dry-run', '--url', empty.url])).stdout).toContain('nothing to apply');
       } finally {

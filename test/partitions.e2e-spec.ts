@@ -6,6 +6,7 @@ import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/heal
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { PartitionMaintainer } from '../libs/cyclone/src/maintenance/partition-maintainer.js';
 import { sql } from './support/sql.js';
+import { lastTickAt } from './support/handler-probe.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -28,9 +29,14 @@ afterEach(async () => {
   envs = [];
 });
 
+/**
+ * An environment whose startup pass of the partition loop is over, so that
+ * it cannot drop the old months a test makes before the test fills them.
+ */
 async function createEnv(options: Parameters<typeof CycloneTestEnv.create>[0] = {}): Promise<CycloneTestEnv> {
   const env = await CycloneTestEnv.create({ providers: [EchoSteps], ...options });
   envs.push(env);
+  await waitFor('the startup pass of cyclone:partitions', () => lastTickAt(env, 'cyclone:partitions') !== null);
   return env;
 }
 

@@ -85,7 +85,19 @@ ALTER SEQUENCE cyclone_steps_id_seq OWNED BY cyclone_steps.id;
 
 CREATE INDEX cyclone_runs_delete_after ON cyclone_runs USING btree (delete_after) WHERE (delete_after IS NOT NULL);
 
+CREATE INDEX cyclone_runs_name ON cyclone_runs USING btree (COALESCE(kind, workflow), id);
+
+CREATE INDEX cyclone_runs_queue ON cyclone_runs USING btree (queue, id);
+
+CREATE INDEX cyclone_runs_state ON cyclone_runs USING btree (state, id) WHERE (state <> 'completed'::text);
+
+CREATE INDEX cyclone_runs_unique_key_any ON cyclone_runs USING btree (unique_key, id) WHERE (unique_key IS NOT NULL);
+
 CREATE INDEX cyclone_steps_claim ON cyclone_steps USING btree (queue, priority DESC, scheduled_at, id) WHERE (state = 'available'::text);
+
+CREATE INDEX cyclone_steps_finished ON cyclone_steps USING btree (queue, finished_at) WHERE (state = ANY (ARRAY['completed'::text, 'discarded'::text]));
+
+CREATE INDEX cyclone_steps_held ON cyclone_steps USING btree (queue, state) WHERE (state = ANY (ARRAY['discarded'::text, 'paused'::text]));
 
 CREATE INDEX cyclone_steps_lease ON cyclone_steps USING btree (lease_expiry) WHERE (lease_expiry IS NOT NULL);
 
@@ -758,5 +770,7 @@ END $function$;
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (4, 'CycloneDashboardIndexes1765008000000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -90,12 +90,28 @@ export const messages = {
   noShutdownHooks: () =>
     'This app runs Cyclone workers but no shutdown hooks are enabled: on SIGTERM the process ends at once and its ' +
     "running steps are re-run only after their lease expires. Call app.enableShutdownHooks() so they finish or are handed back.",
+  dashboardUnguarded: (path: string) =>
+    `CycloneDashboardModule at ${path} has no guard, so anyone who reaches the app could read every job's input and ` +
+    'cancel or retry runs. Pass guard: YourAuthGuard (a CanActivate class), or allowUnauthenticated: true for a ' +
+    'dashboard that only trusted users can reach (local development, a private network).',
+  dashboardOption: (name: string, expected: string, value: unknown) =>
+    `Option "${name}" of CycloneDashboardModule ${expected}; got ${describe(value, 100)}.`,
+  dashboardAssetsMissing: (looked: string[]) =>
+    `The dashboard's front end is missing (no main.js in ${looked.join(' or ')}). ` +
+    'Reinstall cyclone-nestjs; in its repository, build it with `npm run build`.',
+  csrfRejected: (reason: string) =>
+    `The dashboard refused this action: ${reason}. Actions are accepted only from the dashboard's own page; reload it and try again.`,
+  invalidParameter: (name: string, value: unknown, expected: string) =>
+    `Parameter "${name}" ${expected}; got ${describe(value, 100)}.`,
+  repeatedParameter: (name: string) => `Parameter "${name}" is given more than once; give it once.`,
+  unknownParameter: (name: string, known: readonly string[]) =>
+    `Unknown parameter "${name.slice(0, 100)}". Known parameters: ${known.length > 0 ? known.join(', ') : 'none'}.`,
   embeddedFailed: (step: string, output: string) =>
     `The embedded PostgreSQL failed to ${step}${output ? `. The server said: ${output}` : ' and said nothing.'}`,
 };
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
+function describe(value: unknown, maxLength = Infinity): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > maxLength ? `${value.slice(0, maxLength)}…` : value);
   if (value instanceof Date) return `Date(${String(value)})`;
   return String(value);
 }

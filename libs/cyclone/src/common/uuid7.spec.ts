@@ -1,5 +1,5 @@
 import { describe, it, expect } from '@jest/globals';
-import { uuid7 } from './uuid7.js';
+import { uuid7, uuid7Floor } from './uuid7.js';
 
 const FORMAT = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -20,5 +20,16 @@ describe('uuid7', () => {
     const at = Date.now();
     const ids = new Set(Array.from({ length: 5_000 }, () => uuid7(at)));
     expect(ids.size).toBe(5_000);
+  });
+
+  it('uuid7Floor(ms) sorts below every id of that millisecond and above every id of the one before', () => {
+    const at = Date.UTC(2026, 10, 29, 12, 0, 0, 123);
+    const floor = uuid7Floor(at);
+    expect(floor).toMatch(FORMAT);
+    for (let i = 0; i < 1000; i++) {
+      expect(uuid7(at) >= floor).toBe(true);
+      expect(uuid7(at - 1) < floor).toBe(true);
+    }
+    expect(uuid7Floor(0)).toBe('00000000-0000-7000-8000-000000000000');
   });
 });

@@ -25,3 +25,13 @@ export function uuid7(now = Date.now()): string {
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
+
+/**
+ * The lowest UUIDv7 of a millisecond: every id made at `ms` or later sorts at
+ * or above it, every id made earlier below it. Turns a time range into a
+ * range of run ids, which the runs table's primary key can scan.
+ */
+export function uuid7Floor(ms: number): string {
+  const hex = Math.max(0, Math.trunc(ms)).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-7000-8000-000000000000`;
+}

@@ -1,0 +1,104 @@
+import type { RunState, StepInfo } from '../interfaces/run-info.interface.js';
+
+/*
+ * What the dashboard's JSON API answers (`${path}/api/...`). Dates are ISO
+ * 8601 strings on the wire.
+ */
+
+export interface DashboardQueue {
+  name: string;
+  /** Due steps waiting for a worker. */
+  available: number;
+  /** Steps due later: delayed enqueues, retries in backoff, snoozes. */
+  scheduled: number;
+  running: number;
+  /** Discarded steps still kept (their runs failed, unless retried). */
+  failed: number;
+  /** Steps of paused runs. */
+  paused: number;
+  /** How long the oldest due step has waited, in ms; null when none is due. */
+  oldestAvailableMs: number | null;
+  /** Claiming is stopped on every client (pauseQueue). */
+  isPaused: boolean;
+  /** Whether this process runs workers for the queue. */
+  servedHere: boolean;
+  throughput: {
+    /** Steps completed and discarded per minute, over the last `windowSeconds` (or the latest of them). */
+    completedPerMinute: number;
+    failedPerMinute: number;
+  };
+}
+
+export interface DashboardQueues {
+  queues: DashboardQueue[];
+  throughputWindowSeconds: number;
+  /** The time of the answer, on the server's clock. */
+  at: Date;
+}
+
+export interface DashboardRunSummary {
+  id: string;
+  /** The step kind of a standalone job, or the workflow's name. */
+  name: string;
+  type: 'job' | 'workflow';
+  state: RunState;
+  queue: string;
+  uniqueKey: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  finishedAt: Date | null;
+}
+
+export interface DashboardRuns {
+  runs: DashboardRunSummary[];
+  /** Cursor for the next page of older runs (`before`), or null at the end. */
+  older: string | null;
+  /** Cursor for the page of newer runs (`after`), or null on the first page. */
+  newer: string | null;
+}
+
+/** A node of a run: listSteps' StepInfo, with its progress (null when none was reported). */
+export interface DashboardStep extends StepInfo {
+  progress: unknown;
+}
+
+export interface DashboardRun {
+  run: {
+    id: string;
+    name: string;
+    type: 'job' | 'workflow';
+    kind: string | null;
+    workflow: string | null;
+    state: RunState;
+    queue: string;
+    input: unknown;
+    uniqueKey: string | null;
+    createdAt: Date;
+    updatedAt: Date;
+    finishedAt: Date | null;
+  };
+  steps: DashboardStep[];
+}
+
+export interface DashboardSchedule {
+  name: string;
+  kind: string;
+  cron: string;
+  timezone: string | null;
+  nextTickAt: Date | null;
+  lastTickAt: Date | null;
+}
+
+export interface DashboardSchedules {
+  /** Whether this version of Cyclone runs schedules at all. */
+  supported: boolean;
+  schedules: DashboardSchedule[];
+}
+
+/** What an action changed. */
+export interface DashboardActionResult {
+  /** False when there was nothing to do (already cancelled, already paused, ...). */
+  changed: boolean;
+  /** For retries: how many nodes were reopened. */
+  reopened?: number;
+}

@@ -1,0 +1,131 @@
+import { messages } from '../cyclone.messages.js';
+import { InvalidParameterError } from '../errors/invalid-parameter.error.js';
+import { RUN_STATES, type RunState } from '../sql/names.js';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './dashboard.constants.js';
+
+/*
+ * Every parameter the dashboard's API accepts is checked here, before any
+ * query runs: a bad one is an InvalidParameterError (400) that names it, so
+ * nothing malformed ever reaches the database.
+ */
+
+/** The query string as the HTTP adapter parsed it: strings, arrays for repeated names. */
+export type QueryParams = Record<string, unknown>;
+
+export interface RunsQuery {
+  state: RunState | null;
+  /** A standalone job's step kind or a workflow's name. */
+  kind: string | null;
+  queue: string | null;
+  /** Created at or after, at or before (to the millisecond). */
+  from: Date | null;
+  to: Date | null;
+  /** A run id or a unique key. */
+  search: string | null;
+  /** Keyset cursors: a page of runs older than `before`, or newer than `after`. */
+  before: string | null;
+  after: string | null;
+  limit: number;
+}
+
+export const RUNS_PARAMETERS = ['state', 'kind', 'queue', 'from', 'to', 'q', 'before', 'after', 'limit'] as const;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
+/** Dates a UUIDv7 can hold and a person means: from the Unix epoch to the year 9999. */
+const MAX_TIME = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+const MAX_NAME = 200;
+
+export function parseRunsQuery(query: QueryParams): RunsQuery {
+  checkOnly(query, RUNS_PARAMETERS);
+  const state = text(query, 'state');
+  if (state !== null && !(RUN_STATES as readonly string[]).includes(state)) {
+    throw invalid('state', state, `must be one of ${RUN_STATES.join(', ')}`);
+  }
+  const from = time(query, 'from');
+  const to = time(query, 'to');
+  if (from && to && from.getTime() > to.getTime()) throw invalid('from', query.from, 'must not be later than "to"');
+  const before = runIdParam(query, 'before');
+  const after = runIdParam(query, 'after');
+  if (before !== null && after !== null) throw invalid('after', after, 'cannot be combined with "before"; page one way at a time');
+  const limitText = text(query, 'limit');
+  let limit = DEFAULT_PAGE_SIZE;
+  if (limitText !== null) {
+    limit = /^\d{1,4}$/.test(limitText) ? Number(limitText) : NaN;
+    if (!(limit >= 1 && limit <= MAX_PAGE_SIZE)) throw invalid('limit', limitText, `must be a whole number from 1 to ${MAX_PAGE_SIZE}`);
+  }
+  return {
+    state: state as RunState | null,
+    kind: name(query, 'kind'),
+    queue: name(query, 'queue'),
+    from,
+    to,
+    search: name(query, 'q'),
+    before,
+    after,
+    limit,
+  };
+}
+
+/** For routes that take no query parameters. */
+export function parseNoQuery(query: QueryParams): void {
+  checkOnly(query, []);
+}
+
+/** A run id in a path. */
+export function parseRunId(value: unknown, parameter = 'runId'): string {
+  if (typeof value !== 'string' || !UUID.test(value)) throw invalid(parameter, value, 'must be a run id (a UUID)');
+  return value.toLowerCase();
+}
+
+/** A node id or a queue name in a path. */
+export function parseName(value: unknown, parameter: string): string {
+  if (typeof value !== 'string' || value.trim() === '' || value.length > MAX_NAME) {
+    throw invalid(parameter, value, `must be a non-empty string of at most ${MAX_NAME} characters`);
+  }
+  return value;
+}
+
+/** Whether a search text is a run id. */
+export function isRunId(value: string): boolean {
+  return UUID.test(value);
+}
+
+function checkOnly(query: QueryParams, known: readonly string[]): void {
+  for (const key of Object.keys(query ?? {})) {
+    if (!known.includes(key)) throw new InvalidParameterError(key.slice(0, 100), messages.unknownParameter(key, known));
+  }
+}
+
+/** A parameter given at most once, as text; empty is the same as absent (an empty form field). */
+function text(query: QueryParams, parameter: string): string | null {
+  const value = query[parameter];
+  if (value === undefined || value === '') return null;
+  if (Array.isArray(value)) throw new InvalidParameterError(parameter, messages.repeatedParameter(parameter));
+  if (typeof value !== 'string') throw invalid(parameter, value, 'must be text');
+  return value;
+}
+
+function name(query: QueryParams, parameter: string): string | null {
+  const value = text(query, parameter);
+  return value === null ? null : parseName(value, parameter);
+}
+
+function runIdParam(query: QueryParams, parameter: string): string | null {
+  const value = text(query, parameter);
+  return value === null ? null : parseRunId(value, parameter);
+}
+
+function time(query: QueryParams, parameter: string): Date | null {
+  const value = text(query, parameter);
+  if (value === null) return null;
+  const ms = ISO_TIME.test(value) ? Date.parse(value) : NaN;
+  if (!(ms >= 0 && ms <= MAX_TIME)) {
+    throw invalid(parameter, value, 'must be an ISO 8601 date or time from 1970 to 9999, such as 2026-11-30T08:00:00Z');
+  }
+  return new Date(ms);
+}
+
+function invalid(parameter: string, value: unknown, expected: string): InvalidParameterError {
+  return new InvalidParameterError(parameter, messages.invalidParameter(parameter, value, expected));
+}

@@ -1,0 +1,214 @@
+import { api, ApiError } from './api.js';
+import type { RunAnswer, Step } from './api-types.js';
+import { drawDag } from './dag.js';
+import { h, show, type Child } from './dom.js';
+import { between, duration, jsonBlock, progressView, stateBadge, time, timeCell } from './format.js';
+import { actionButton, emptyState, link, poll, problem, type PageContext, type PageStop } from './page.js';
+
+/** Step states nothing moves out of (unless a retry reopens them). */
+const TERMINAL_STEP = new Set(['completed', 'discarded', 'cancelled']);
+/** A finished run changes only when someone retries it: its page refreshes less often. */
+const FINISHED_RUN = new Set(['completed', 'failed', 'cancelled']);
+
+/**
+ * One run: its graph with each node's state, the selected node's attempts,
+ * error, output and progress, the run's input, a timeline, and the actions
+ * that apply to it in its state.
+ */
+export function runPage(root: HTMLElement, ctx: PageContext, runId: string): PageStop {
+  const head = h('div', { class: 'run-head' });
+  const body = h('div', { class: 'page-body' });
+  show(root, h('p', { class: 'crumbs' }, link('/runs', '← Runs')), head, body);
+  let selected: string | null = null;
+  let last: RunAnswer | null = null;
+
+  const { stop, refresh } = poll(async () => {
+    try {
+      last = await api.run(runId);
+      render(last);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        show(head, h('h1', null, 'Run not found'));
+        show(body, emptyState('There is no such run.', 'Its id may be wrong, or its retention has ended and it was deleted.'));
+      } else {
+        show(body, problem(error));
+      }
+    }
+  }, () => (last !== null && FINISHED_RUN.has(last.run.state) ? 15_000 : 2_000));
+
+  function render(answer: RunAnswer): void {
+    const { run, steps } = answer;
+    if (selected === null || !steps.some((s) => s.nodeId === selected)) selected = defaultNode(steps);
+    const discarded = steps.filter((s) => s.state === 'discarded');
+    show(
+      head,
+      h('h1', null, h('span', { class: 'run-title' }, run.name), run.type === 'workflow' ? h('span', { class: 'tag' }, 'workflow') : null, ' ', stateBadge(run.state)),
+      h(
+        'dl',
+        { class: 'facts' },
+        fact('Run', h('code', { class: 'run-id' }, run.id)),
+        fact('Queue', h('span', { class: 'run-queue' }, run.queue)),
+        fact('Unique key', run.uniqueKey === null ? h('span', { class: 'muted' }, '—') : h('span', { class: 'run-unique-key' }, run.uniqueKey)),
+        fact('Created', timeCell(run.createdAt)),
+        fact('Finished', timeCell(run.finishedAt)),
+        fact('Took', run.finishedAt ? between(run.createdAt, run.finishedAt) : `${between(run.createdAt, new Date().toISOString())} so far`),
+      ),
+      h(
+        'div',
+        { class: 'toolbar' },
+        run.state === 'running'
+          ? actionButton(ctx, 'Pause', () => api.pause(run.id), { done: 'Run paused: nothing of it is claimed until it is resumed.', after: refresh })
+          : null,
+        run.state === 'paused' ? actionButton(ctx, 'Resume', () => api.resume(run.id), { done: 'Run resumed.', after: refresh }) : null,
+        discarded.length > 0
+          ? actionButton(ctx, discarded.length > 1 ? `Retry all ${discarded.length} failed nodes` : 'Retry failed node', () => api.retryAll(run.id), {
+              name: 'retry-all',
+              done: 'Retried: the failed nodes run again.',
+              after: refresh,
+            })
+          : null,
+        run.state === 'running' || run.state === 'paused'
+          ? actionButton(ctx, 'Cancel run', () => api.cancel(run.id), {
+              name: 'cancel',
+              danger: true,
+              confirm: 'Cancel this run? Its unfinished nodes are cancelled and a running handler is told to stop.',
+              done: 'Run cancelled.',
+              after: refresh,
+            })
+          : null,
+      ),
+    );
+    const step = steps.find((s) => s.nodeId === selected) ?? null;
+    show(
+      body,
+      h(
+        'section',
+        { class: 'card graph', 'aria-label': 'Graph' },
+        h('h2', null, run.type === 'workflow' ? 'Graph' : 'Job'),
+        h('div', { class: 'dag-scroll' }, drawDag(steps, selected, (nodeId) => {
+          selected = nodeId;
+          if (last) render(last);
+        })),
+        legend(),
+      ),
+      h(
+        'div',
+        { class: 'columns' },
+        step ? nodeCard(step, run.id) : null,
+        h('section', { class: 'card', 'aria-label': 'Input' }, h('h2', null, 'Input'), jsonBlock(run.input, 'run input')),
+      ),
+      h('section', { class: 'card', 'aria-label': 'Nodes' }, h('h2', null, 'Nodes'), nodesTable(steps)),
+      h('section', { class: 'card', 'aria-label': 'Timeline' }, h('h2', null, 'Timeline'), timeline(answer)),
+    );
+  }
+
+  function nodeCard(step: Step, runId: string): HTMLElement {
+    const progress = progressView(step.progress);
+    return h(
+      'section',
+      { class: 'card node-card', 'aria-label': 'Node', 'data-node-id': step.nodeId },
+      h('h2', null, 'Node ', h('code', { class: 'node-name' }, step.nodeId), ' ', stateBadge(step.state)),
+      h(
+        'dl',
+        { class: 'facts' },
+        fact('Type', step.type),
+        step.kind !== null ? fact('Kind', h('span', { class: 'node-kind' }, step.kind)) : null,
+        fact('Queue', step.queue),
+        step.type === 'step' ? fact('Attempt', `${step.attempt} of ${step.maxAttempts}`) : null,
+        step.reclaims > 0 ? fact('Reclaims', `${step.reclaims}${step.maxReclaims !== null ? ` of ${step.maxReclaims}` : ''} (a worker crashed or lost its lease)`) : null,
+        step.after.length > 0 ? fact('After', step.after.join(', ')) : null,
+        step.timeoutMs !== null ? fact('Timeout', duration(step.timeoutMs)) : null,
+        step.leaseOwner !== null ? fact('Worker', step.leaseOwner) : null,
+        step.startedAt !== null && step.finishedAt !== null ? fact('Ran for', between(step.startedAt, step.finishedAt)) : null,
+      ),
+      step.type === 'step' && step.state === 'discarded'
+        ? h('div', { class: 'toolbar' }, actionButton(ctx, 'Retry this node', () => api.retry(runId, step.nodeId), {
+            name: 'retry-node',
+            done: `Node ${step.nodeId} retried.`,
+            after: refresh,
+          }))
+        : null,
+      step.error !== null
+        ? h('div', { class: 'error-box' }, h('h3', null, `Error (${step.errorKind ?? 'error'})`), h('pre', { class: 'node-error' }, step.error))
+        : null,
+      progress ? h('div', null, h('h3', null, 'Progress'), progress) : null,
+      step.state === 'completed' || step.output !== null ? h('div', null, h('h3', null, 'Output'), jsonBlock(step.output, 'node output')) : null,
+    );
+  }
+
+  return stop;
+}
+
+/** The node to show first: a failed one, else a running one, else the last that moved. */
+function defaultNode(steps: Step[]): string | null {
+  const pick =
+    steps.find((s) => s.state === 'discarded') ??
+    steps.find((s) => s.state === 'running') ??
+    [...steps].reverse().find((s) => s.state !== 'pending') ??
+    steps[0];
+  return pick?.nodeId ?? null;
+}
+
+function fact(term: string, value: Child): HTMLElement[] {
+  return [h('dt', null, term), h('dd', null, value)];
+}
+
+function legend(): HTMLElement {
+  const states = ['pending', 'available', 'running', 'waiting_signal', 'waiting_timer', 'paused', 'completed', 'discarded', 'cancelled'];
+  return h('p', { class: 'legend' }, states.map((state) => h('span', { class: `key state-${state}` }, state.replace('_', ' '))));
+}
+
+function nodesTable(steps: Step[]): HTMLElement {
+  return h(
+    'table',
+    { class: 'grid nodes' },
+    h(
+      'thead',
+      null,
+      h('tr', null, h('th', null, 'Node'), h('th', null, 'Kind'), h('th', null, 'State'), h('th', { class: 'num' }, 'Attempt'), h('th', null, 'Started'), h('th', null, 'Finished'), h('th', null, 'Error')),
+    ),
+    h(
+      'tbody',
+      null,
+      steps.map((step) =>
+        h(
+          'tr',
+          { 'data-node-id': step.nodeId },
+          h('td', null, h('code', null, step.nodeId)),
+          h('td', null, step.kind ?? h('span', { class: 'muted' }, step.type)),
+          h('td', null, stateBadge(step.state)),
+          h('td', { class: 'num' }, step.type === 'step' ? `${step.attempt}/${step.maxAttempts}` : '—'),
+          h('td', null, timeCell(step.startedAt)),
+          h('td', null, timeCell(step.finishedAt)),
+          h('td', { class: 'clip' }, step.error ?? ''),
+        ),
+      ),
+    ),
+  );
+}
+
+interface TimelineEvent {
+  at: string;
+  what: Child;
+}
+
+/** What happened to the run, in order, from the times its rows keep. */
+function timeline({ run, steps }: RunAnswer): HTMLElement {
+  const events: TimelineEvent[] = [{ at: run.createdAt, what: 'Run created' }];
+  for (const step of steps) {
+    // An element is in one place only: each event gets its own.
+    const node = () => h('code', null, step.nodeId);
+    if (step.scheduledAt !== run.createdAt && step.state !== 'pending') events.push({ at: step.scheduledAt, what: [node(), ' due'] });
+    if (step.startedAt !== null) events.push({ at: step.startedAt, what: [node(), ` started (attempt ${step.attempt})`] });
+    if (step.heartbeatAt !== null && step.state === 'running') events.push({ at: step.heartbeatAt, what: [node(), ' last heartbeat'] });
+    if (step.wakeAt !== null && !TERMINAL_STEP.has(step.state)) events.push({ at: step.wakeAt, what: [node(), ' timer due'] });
+    if (step.finishedAt !== null) events.push({ at: step.finishedAt, what: [node(), ' ', stateBadge(step.state)] });
+  }
+  if (run.finishedAt !== null) events.push({ at: run.finishedAt, what: ['Run ', stateBadge(run.state)] });
+  events.sort((a, b) => a.at.localeCompare(b.at));
+  return h(
+    'ol',
+    { class: 'timeline' },
+    events.map((event) => h('li', null, h('time', { datetime: event.at, title: event.at }, time(event.at)), h('span', null, event.what))),
+  );
+}
