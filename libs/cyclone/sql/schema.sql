@@ -24,6 +24,7 @@ CREATE TABLE cyclone_runs (
   finished_at timestamp with time zone,
   delete_after timestamp with time zone,
   notify_finish boolean NOT NULL DEFAULT false,
+  trace_context jsonb,
   CONSTRAINT cyclone_runs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'cancelled'::text]))),
   CONSTRAINT cyclone_runs_pkey PRIMARY KEY (id)
 );
@@ -66,6 +67,7 @@ CREATE TABLE cyclone_steps (
   signalled_at timestamp with time zone,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  progress jsonb,
   CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
   CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text]))),
   CONSTRAINT cyclone_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'available'::text, 'running'::text, 'waiting_signal'::text, 'waiting_timer'::text, 'paused'::text, 'completed'::text, 'discarded'::text, 'cancelled'::text]))),
@@ -559,13 +561,14 @@ BEGIN
   RETURN FOUND;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb, p_queue text, p_unique_key text, p_retention_ms bigint, p_nodes jsonb)
+CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb, p_queue text, p_unique_key text, p_retention_ms bigint, p_nodes jsonb, p_trace_context jsonb)
  RETURNS uuid
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
-  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond')
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention, trace_context)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond',
+          p_trace_context)
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('running', 'paused') DO NOTHING;
   IF NOT FOUND THEN
     RETURN NULL;
@@ -586,3 +589,5 @@ END $function$;
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (3, 'CycloneObservability1764921600000');

@@ -2,6 +2,7 @@ import { Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { MaintenanceService } from './maintenance-service.js';
+import { MetricsSampler } from './metrics.sampler.js';
 import { RecoverySweeper } from './recovery.sweeper.js';
 import { RetentionSweeper } from './retention.sweeper.js';
 import { TimerSweeper } from './timer.sweeper.js';
@@ -9,7 +10,8 @@ import { TimerSweeper } from './timer.sweeper.js';
 /**
  * Starts and stops the maintenance services' loops. Every client runs them,
  * enqueue-only ones too: recovery, timers and retention need no leader,
- * since each step they touch is settled under its run's lock and re-checked.
+ * since each step they touch is settled under its run's lock and re-checked;
+ * metric samples only read. A service that is not enabled is not started.
  */
 @Injectable()
 export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
@@ -22,14 +24,16 @@ export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
     recovery: RecoverySweeper,
     timers: TimerSweeper,
     retention: RetentionSweeper,
+    metrics: MetricsSampler,
   ) {
-    this.services = [recovery, timers, retention];
+    this.services = [recovery, timers, retention, metrics];
   }
 
   onApplicationBootstrap(): void {
     if (!this.instance.isPrimary) return;
     this.started = true;
-    for (const { loop, runsAtStartup } of this.services) {
+    for (const { loop, runsAtStartup, enabled } of this.services) {
+      if (enabled === false) continue;
       this.stats.track(loop);
       loop.start(runsAtStartup ? 0 : undefined);
     }

@@ -35,4 +35,10 @@ export interface CycloneModuleOptions {
   maxPayloadBytes?: number;
   /** Workflows this app starts or runs, made with `defineWorkflow`; checked at startup. */
   workflows?: WorkflowDefinition<any>[];
+  /**
+   * OpenTelemetry spans for enqueues and step attempts, through `@opentelemetry/api`
+   * (the app registers the SDK). `true` needs the package; `false` turns spans off.
+   * Default: on when `@opentelemetry/api` is installed.
+   */
+  tracing?: boolean;
 }

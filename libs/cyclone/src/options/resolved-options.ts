@@ -1,8 +1,9 @@
 import type { CycloneConnectionOptions, CycloneModuleOptions } from './cyclone-module-options.interface.js';
 import { toMs } from '../common/duration.js';
-import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { checkBoolean, checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { WorkflowDefinition } from '../definitions/define-workflow.js';
+import { isInstalled, requireOptional } from '../common/optional-peer.js';
 import {
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -29,6 +30,8 @@ export interface ResolvedOptions {
   maxPayloadBytes: number;
   poolSize: number;
   workflows: WorkflowDefinition[];
+  /** Whether spans are made: the option, else whether `@opentelemetry/api` is installed. */
+  tracing: boolean;
 }
 
 const KNOWN = [
@@ -43,6 +46,7 @@ const KNOWN = [
   'retention',
   'maxPayloadBytes',
   'workflows',
+  'tracing',
   'isGlobal',
 ] as const;
 
@@ -99,5 +103,18 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     // heartbeats borrow one briefly. A few per queue plus headroom for enqueues.
     poolSize: Math.min(10 + Math.ceil(workers / 4) + queues.size, 50),
     workflows,
+    tracing: resolveTracing(checkBoolean(options.tracing, 'tracing')),
   };
+}
+
+/**
+ * The `tracing` option: `true` needs `@opentelemetry/api` (a
+ * MissingDependencyError without it), `false` is off, unset is on when the
+ * package is installed. Checked with the other options, before any
+ * connection opens, so a missing package fails the start cleanly.
+ */
+function resolveTracing(option: boolean | undefined): boolean {
+  if (option === undefined) return isInstalled('@opentelemetry/api');
+  if (option) requireOptional('@opentelemetry/api', 'The tracing option');
+  return option;
 }

@@ -38,13 +38,18 @@ function sqlMigration(version: number, name: string, file: string) {
 }
 
 export class CycloneBaseline1764403200000 extends sqlMigration(1, 'CycloneBaseline1764403200000', '0001-baseline') {}
+export class CycloneObservability1764921600000 extends sqlMigration(
+  3,
+  'CycloneObservability1764921600000',
+  '0003-observability',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
  * `migrations` to migrate with TypeORM, or let `CycloneModule` (or
  * `npx cyclone migrate`) apply them.
  */
-export const CYCLONE_MIGRATIONS = [CycloneBaseline1764403200000] as const;
+export const CYCLONE_MIGRATIONS = [CycloneBaseline1764403200000, CycloneObservability1764921600000] as const;
 
 /** The migrations as data: version, name and SQL. */
 export function schemaMigrations(): SchemaMigration[] {

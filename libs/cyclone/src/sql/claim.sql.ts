@@ -13,6 +13,10 @@ export interface ClaimedStep {
   timeout_ms: string | null;
   input: unknown;
   upstream: Record<string, unknown> | null;
+  /** The trace context the run was enqueued under, for the attempt's span; null without tracing. */
+  trace_context: Record<string, string> | null;
+  /** From when the step was due to this claim, on the database clock. */
+  wait_ms: number;
 }
 
 /**
@@ -21,7 +25,8 @@ export interface ClaimedStep {
  * other's rows. All times come from the database clock. The generation is
  * bumped so that every later write of this worker can compare-and-set on it.
  * Upstream outputs are read only for workflow nodes that have upstreams. A
- * paused queue (pauseQueue) claims nothing, on every client.
+ * paused queue (pauseQueue) claims nothing, on every client. A new attempt
+ * starts without the progress an earlier one reported.
  */
 export const CLAIM_STEPS = statement<
   [queue: string, kinds: string[], limit: number, owner: string, leaseTtlMs: number],
@@ -44,12 +49,13 @@ UPDATE cyclone_steps s
        lease_expiry = now() + $5 * interval '1 millisecond',
        started_at = now(),
        heartbeat_at = now(),
+       progress = NULL,
        updated_at = now()
   FROM picked, cyclone_runs r
  WHERE s.id = picked.id AND r.id = s.run_id
 RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
           (extract(epoch FROM s.timeout) * 1000)::bigint AS timeout_ms,
-          r.input,
+          r.input, r.trace_context, (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8 AS wait_ms,
           CASE WHEN cardinality(s.depends_on) > 0 THEN
             (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
               WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))

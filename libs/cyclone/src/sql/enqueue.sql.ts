@@ -6,7 +6,7 @@ import { statement } from '../database/statement.js';
  * transaction) the statement also sends the queue's wake-up: NOTIFY is
  * delivered on commit, so it goes out only if the business write commits.
  * Otherwise the client publishes the wake-up after the commit, coalesced with
- * others (see WakePublisher). A unique key already held by an unfinished run
+ * others (see WakePublisher). The run keeps the enqueuer's trace context. A unique key already held by an unfinished run
  * makes the run insert do nothing (no error that would abort the caller's
  * transaction), and with it the step insert; the statement returns no row.
  */
@@ -25,14 +25,15 @@ export const ENQUEUE_JOB = statement<
     processAt: Date | null,
     processInMs: number,
     notify: boolean,
+    traceContext: string | null,
   ],
   { id: string; due: boolean }
 >(
   'cyclone_enqueue_job',
   /* sql */ `
 WITH run AS (
-  INSERT INTO cyclone_runs (id, kind, input, queue, unique_key, retention)
-  VALUES ($1, $2, $3::jsonb, $4, $5, $6 * interval '1 millisecond')
+  INSERT INTO cyclone_runs (id, kind, input, queue, unique_key, retention, trace_context)
+  VALUES ($1, $2, $3::jsonb, $4, $5, $6 * interval '1 millisecond', $14::jsonb)
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('running', 'paused') DO NOTHING
   RETURNING id, queue
 ), step AS (
@@ -75,6 +76,7 @@ export const ENQUEUE_JOBS = statement<
     timeoutMs: (number | null)[],
     processAt: (Date | null)[],
     processInMs: number[],
+    traceContexts: (string | null)[],
   ],
   { queue: string }
 >(
@@ -82,12 +84,12 @@ export const ENQUEUE_JOBS = statement<
   /* sql */ `
 WITH jobs AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[],
-                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[])
+                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[])
     AS t(id, kind, input, queue, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
-         process_at, process_in_ms)
+         process_at, process_in_ms, trace_context)
 ), runs AS (
-  INSERT INTO cyclone_runs (id, kind, input, queue, retention)
-  SELECT id, kind, input::jsonb, queue, retention_ms * interval '1 millisecond' FROM jobs
+  INSERT INTO cyclone_runs (id, kind, input, queue, retention, trace_context)
+  SELECT id, kind, input::jsonb, queue, retention_ms * interval '1 millisecond', trace_context::jsonb FROM jobs
   RETURNING id
 ), steps AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,

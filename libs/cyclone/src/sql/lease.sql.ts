@@ -21,6 +21,18 @@ UPDATE cyclone_steps
 );
 
 /**
+ * Stores a running step's progress (ctx.progress), fenced like a renewal:
+ * it matches nothing once the step is not this attempt's any more.
+ */
+export const REPORT_PROGRESS = statement<[id: string, owner: string, generation: string, progress: string]>(
+  'cyclone_report_progress',
+  /* sql */ `
+UPDATE cyclone_steps SET progress = $4::jsonb
+ WHERE id = $1 AND state = 'running' AND lease_owner = $2 AND lease_generation = $3`,
+  { prepared: true },
+);
+
+/**
  * Why a renewal matched nothing: the step's state now, whether its timeout
  * elapsed, and, if the sweep already consumed the attempt, its attempt and
  * error kind.
