@@ -3,6 +3,7 @@ import { APP_FILTER } from '@nestjs/core';
 import { CycloneErrorFilter, CycloneModule } from 'cyclone-nestjs';
 import { EmailsModule } from './emails/emails.module.js';
 import { HealthModule } from './health/health.module.js';
+import { MetricsModule } from './metrics/metrics.module.js';
 import { OnboardingModule } from './onboarding/onboarding.module.js';
 import { Onboarding } from './onboarding/onboarding.workflow.js';
 import { ReportsModule } from './reports/reports.module.js';
@@ -28,6 +29,7 @@ import { UsersModule } from './users/users.module.js';
     OnboardingModule,
     UsersModule,
     HealthModule,
+    MetricsModule,
   ],
   providers: [{ provide: APP_FILTER, useClass: CycloneErrorFilter }],
 })
