@@ -95,6 +95,8 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
   private stepsFinished!: Counter<'queue' | 'kind' | 'outcome'>;
   private stepDuration!: Histogram<'queue' | 'kind'>;
   private stepWait!: Histogram<'queue' | 'kind'>;
+  /** The series of each queue and kind, looked up once: the hot paths then skip label checks and hashing. */
+  private readonly byQueue = new Map<string, Map<string, KindSeries>>();
 
   private constructor(
     private readonly options: ResolvedMetricsOptions,
@@ -210,10 +212,10 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
       },
     });
     this.unobserve = stats.events.observe({
-      jobsEnqueued: (e) => this.jobsEnqueued.inc({ queue: e.queue, kind: e.kind }, e.count),
+      jobsEnqueued: (e) => this.series(e.queue, e.kind).enqueued.inc(e.count),
       workflowStarted: (e) => this.workflowsStarted.inc({ queue: e.queue, workflow: e.workflow }),
-      stepStarted: (e) => this.stepWait.observe({ queue: e.queue, kind: e.kind }, e.waitMs / 1000),
-      handlerRan: (e) => this.stepDuration.observe({ queue: e.queue, kind: e.kind }, e.durationMs / 1000),
+      stepStarted: (e) => this.series(e.queue, e.kind).wait.observe(e.waitMs / 1000),
+      handlerRan: (e) => this.series(e.queue, e.kind).duration.observe(e.durationMs / 1000),
       stepFinished: (e) => this.finished(e),
     });
     stats.requestSamples(this.options.sampleIntervalMs);
@@ -236,10 +238,31 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
   }
 
   private finished(e: StepFinished): void {
-    const labels = { queue: e.queue, kind: e.kind };
-    this.stepsFinished.inc({ ...labels, outcome: e.outcome });
-    if (e.failed) this.stepsFinished.inc({ ...labels, outcome: 'failed' });
-    if (e.failed && e.errorKind === 'timeout') this.stepsFinished.inc({ ...labels, outcome: 'timed_out' });
+    const series = this.series(e.queue, e.kind);
+    series.finished(e.outcome).inc();
+    if (e.failed) series.finished('failed').inc();
+    if (e.failed && e.errorKind === 'timeout') series.finished('timed_out').inc();
+  }
+
+  private series(queue: string, kind: string): KindSeries {
+    let kinds = this.byQueue.get(queue);
+    if (!kinds) this.byQueue.set(queue, (kinds = new Map()));
+    let series = kinds.get(kind);
+    if (!series) {
+      const outcomes = new Map<string, Counter.Internal>();
+      series = {
+        enqueued: this.jobsEnqueued.labels(queue, kind),
+        wait: this.stepWait.labels(queue, kind),
+        duration: this.stepDuration.labels(queue, kind),
+        finished: (outcome) => {
+          let counter = outcomes.get(outcome);
+          if (!counter) outcomes.set(outcome, (counter = this.stepsFinished.labels(queue, kind, outcome)));
+          return counter;
+        },
+      };
+      kinds.set(kind, series);
+    }
+    return series;
   }
 
   /** The last sample's queues, with zeros for queues reported before and for those this client serves. */
@@ -252,6 +275,13 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
       (queue) => byName.get(queue) ?? { queue, available: 0, scheduled: 0, running: 0, oldestAvailableMs: 0, paused: false },
     );
   }
+}
+
+interface KindSeries {
+  enqueued: Counter.Internal;
+  wait: Histogram.Internal<'queue' | 'kind'>;
+  duration: Histogram.Internal<'queue' | 'kind'>;
+  finished(outcome: string): Counter.Internal;
 }
 
 function isRegistry(value: unknown): value is Registry {

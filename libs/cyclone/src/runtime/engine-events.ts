@@ -87,30 +87,32 @@ export class EngineEvents {
   }
 
   jobsEnqueued(event: JobsEnqueued): void {
-    for (const o of this.observers) this.tell(() => o.jobsEnqueued?.(event));
+    this.tell('jobsEnqueued', event);
   }
 
   workflowStarted(event: WorkflowStarted): void {
-    for (const o of this.observers) this.tell(() => o.workflowStarted?.(event));
+    this.tell('workflowStarted', event);
   }
 
   stepStarted(event: StepStarted): void {
-    for (const o of this.observers) this.tell(() => o.stepStarted?.(event));
+    this.tell('stepStarted', event);
   }
 
   handlerRan(event: HandlerRan): void {
-    for (const o of this.observers) this.tell(() => o.handlerRan?.(event));
+    this.tell('handlerRan', event);
   }
 
   stepFinished(event: StepFinished): void {
-    for (const o of this.observers) this.tell(() => o.stepFinished?.(event));
+    this.tell('stepFinished', event);
   }
 
-  private tell(call: () => void): void {
-    try {
-      call();
-    } catch (err) {
-      this.logger.error(`An observer of Cyclone's events failed: ${(err as Error)?.message ?? String(err)}`);
+  private tell<K extends keyof EngineObserver>(what: K, event: Parameters<NonNullable<EngineObserver[K]>>[0]): void {
+    for (const observer of this.observers) {
+      try {
+        (observer[what] as ((e: typeof event) => void) | undefined)?.call(observer, event);
+      } catch (err) {
+        this.logger.error(`An observer of Cyclone's events failed on ${what}: ${(err as Error)?.message ?? String(err)}`);
+      }
     }
   }
 }
