@@ -24,6 +24,10 @@ export const messages = {
   invalidMetricsPrefix: (prefix: unknown) =>
     `Option "prefix" of CycloneMetricsModule must be a Prometheus metric name prefix (letters, digits, _ and :, ` +
     `not starting with a digit), such as 'cyclone_'; got ${describe(prefix)}.`,
+  metricsOptionsNotObject: (value: unknown) =>
+    `CycloneMetricsModule.forRoot() takes an options object such as { prefix: 'cyclone_' }; got ${describe(value)}.`,
+  metricsSampleInterval: (minMs: number, ms: number) =>
+    `Option "sampleInterval" of CycloneMetricsModule must be at least ${minMs} ms; got ${ms} ms.`,
   invalidRegistry: (value: unknown) =>
     `Option "registry" of CycloneMetricsModule must be a prom-client Registry (new Registry() from prom-client); got ${describe(value)}.`,
   metricRegisteredTwice: (name: string) =>

@@ -1,5 +1,5 @@
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Counter, Histogram, Registry } from 'prom-client';
 import { DEFAULT_METRICS_SAMPLE_INTERVAL_MS } from '../cyclone.constants.js';
 import { messages } from '../cyclone.messages.js';
 import { optionalMs } from '../common/duration.js';
@@ -55,7 +55,7 @@ export interface ResolvedMetricsOptions {
  */
 export function resolveMetricsOptions(options: CycloneMetricsOptions): ResolvedMetricsOptions {
   if (typeof options !== 'object' || options === null) {
-    throw new InvalidOptionError('CycloneMetricsModule.forRoot() takes an options object.');
+    throw new InvalidOptionError(messages.metricsOptionsNotObject(options));
   }
   checkKnownKeys('CycloneMetricsModule options', options, OPTION_NAMES);
   const prefix = options.prefix ?? 'cyclone_';
@@ -64,9 +64,7 @@ export function resolveMetricsOptions(options: CycloneMetricsOptions): ResolvedM
   }
   const sampleIntervalMs = optionalMs(options.sampleInterval, 'sampleInterval') ?? DEFAULT_METRICS_SAMPLE_INTERVAL_MS;
   if (sampleIntervalMs < MIN_SAMPLE_INTERVAL_MS) {
-    throw new InvalidOptionError(
-      `Option "sampleInterval" of CycloneMetricsModule must be at least ${MIN_SAMPLE_INTERVAL_MS} ms; got ${sampleIntervalMs} ms.`,
-    );
+    throw new InvalidOptionError(messages.metricsSampleInterval(MIN_SAMPLE_INTERVAL_MS, sampleIntervalMs));
   }
   const prom = requireOptional<Prom>('prom-client', 'CycloneMetricsModule (cyclone-nestjs/metrics)');
   const registry = (options.registry ?? prom.register) as Registry;
