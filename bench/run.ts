@@ -10,6 +10,7 @@
  *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-history --history-rows=N
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
  *            --no-dashboard --dashboard-rows=N
+ *            --metrics: also run Cyclone with metrics and spans on (cyclone-observed) beside plain Cyclone
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream, existsSync } from 'node:fs';
@@ -23,7 +24,7 @@ import { updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
 import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS } from './lib/server.js';
-import { loadRunner, SYSTEMS, type SystemName } from './runners/types.js';
+import { loadRunner, OBSERVED, SYSTEMS, type SystemName } from './runners/types.js';
 import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -69,7 +70,12 @@ function parseArgs(argv: string[]): Args {
     dashboardRows: Number(get('dashboard-rows') ?? (quick ? 100_000 : 1_000_000)),
     raw: argv,
   };
-  for (const s of args.systems) if (!SYSTEMS.includes(s)) throw new Error(`unknown system ${s}`);
+  for (const s of args.systems) if (!SYSTEMS.includes(s) && s !== OBSERVED) throw new Error(`unknown system ${s}`);
+  // The cost of observability: the observed variant beside plain Cyclone, interleaved like any system.
+  if (argv.includes('--metrics') && !args.systems.includes(OBSERVED)) {
+    if (!args.systems.includes('cyclone')) throw new Error('--metrics compares against cyclone: include it in --systems');
+    args.systems.splice(args.systems.indexOf('cyclone') + 1, 0, OBSERVED);
+  }
   return args;
 }
 
@@ -186,7 +192,8 @@ async function main(): Promise<void> {
     const crash: CrashResult[] = [];
     if (args.crash) {
       const cp = crashParams(args.quick);
-      for (const system of args.systems) {
+      // The crash run measures recovery, which observability does not change.
+      for (const system of args.systems.filter((s) => s !== OBSERVED)) {
         const database = `bench_w5_${system.replace(/-/g, '_')}`;
         await createDatabase(server.adminUrl, database);
         log(`W5 crash ${system}: ${cp.jobs} jobs, ${cp.processes} processes × ${cp.workersPerProcess} workers, SIGKILL every ${cp.killEveryMs} ms`);

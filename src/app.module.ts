@@ -5,6 +5,7 @@ import { CycloneDashboardModule } from 'cyclone-nestjs/dashboard';
 import { DashboardAuthGuard } from './dashboard/dashboard-auth.guard.js';
 import { EmailsModule } from './emails/emails.module.js';
 import { HealthModule } from './health/health.module.js';
+import { MetricsModule } from './metrics/metrics.module.js';
 import { OnboardingModule } from './onboarding/onboarding.module.js';
 import { Onboarding } from './onboarding/onboarding.workflow.js';
 import { ReportsModule } from './reports/reports.module.js';
@@ -32,6 +33,7 @@ import { UsersModule } from './users/users.module.js';
     OnboardingModule,
     UsersModule,
     HealthModule,
+    MetricsModule,
   ],
   providers: [{ provide: APP_FILTER, useClass: CycloneErrorFilter }],
 })

@@ -1,25 +1,32 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { CycloneMetrics } from 'cyclone-nestjs/metrics';
 import { AppModule } from './app.module.js';
+import { serveMetrics } from './metrics/serve-metrics.js';
 
 /**
  * The example app. `CYCLONE_ROLE=worker` starts it without HTTP, as a
- * worker-only process; otherwise it serves the API on PORT (default 3000).
+ * worker-only process (with METRICS_PORT, it serves only GET /metrics there);
+ * otherwise it serves the API on PORT (default 3000), GET /metrics included.
  */
 async function bootstrap(): Promise<void> {
   const logger = new Logger('Example');
   if (process.env.CYCLONE_ROLE === 'worker') {
     const app = await NestFactory.createApplicationContext(AppModule);
     app.enableShutdownHooks();
-    logger.log(`Worker ${process.pid} ready`);
+    const metricsPort = process.env.METRICS_PORT;
+    if (metricsPort) serveMetrics(app.get(CycloneMetrics), Number(metricsPort));
+    logger.log(`Worker ${process.pid} ready${metricsPort ? `; metrics on :${metricsPort}/metrics` : ''}`);
     return;
   }
   const app = await NestFactory.create(AppModule);
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port);
-  logger.log(`Listening on http://localhost:${port} (try GET /health, POST /reports, POST /onboarding; the dashboard is at /cyclone)`);
+  logger.log(
+    `Listening on http://localhost:${port} (try GET /health, GET /metrics, POST /reports, POST /onboarding; the dashboard is at /cyclone)`,
+  );
 }
 
 void bootstrap();

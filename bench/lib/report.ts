@@ -33,7 +33,12 @@ export interface BenchReport {
   dashboard?: DashboardResult;
 }
 
-const LABEL: Record<SystemName, string> = { cyclone: 'Cyclone', 'pg-boss': 'pg-boss', 'graphile-worker': 'graphile-worker' };
+const LABEL: Record<SystemName, string> = {
+  cyclone: 'Cyclone',
+  'cyclone-observed': 'Cyclone observed',
+  'pg-boss': 'pg-boss',
+  'graphile-worker': 'graphile-worker',
+};
 
 interface Row {
   workload: WorkloadName;
@@ -68,8 +73,9 @@ function failures(runs: WorkloadResult[], system: SystemName, workload: Workload
 
 export function renderMarkdown(r: BenchReport): string {
   const out: string[] = [];
-  const peers = r.systems.filter((s) => s !== 'cyclone');
+  const peers = r.systems.filter((s) => s !== 'cyclone' && s !== 'cyclone-observed');
   const hasCyclone = r.systems.includes('cyclone');
+  const observed = hasCyclone && r.systems.includes('cyclone-observed');
   const tps = spread(r.pgbench.runs.map((x) => x.tps));
   const s = r.server.settings;
   out.push(`## Benchmark results${r.quick ? ' (--quick smoke run: small workloads, not for comparison)' : ''}`);
@@ -94,10 +100,18 @@ export function renderMarkdown(r: BenchReport): string {
       `above 1 is better for Cyclone on throughput, below 1 is better on latency. Ceiling: \`${r.pgbench.runs[0]?.command ?? 'pgbench'}\` ` +
       `(${r.pgbench.version}) on the same server, ${fmtSpread(tps)} tps.`,
   );
+  if (observed) {
+    out.push(
+      'Cyclone observed is Cyclone with CycloneMetricsModule beside it and OpenTelemetry spans on (`tracing: true`, no SDK ' +
+        'registered: the API\'s no-op tracer); observed/Cyclone is its median ÷ plain Cyclone\'s, the cost of observability ' +
+        '(at least 0.95 on W1 and W2 throughput is the target).',
+    );
+  }
   out.push('');
   const header = ['workload', 'metric', ...r.systems.map((x) => LABEL[x])];
   if (hasCyclone) for (const p of peers) header.push(`Cyclone/${LABEL[p]}`);
   if (hasCyclone) header.push('Cyclone/ceiling');
+  if (observed) header.push('observed/Cyclone');
   out.push(`| ${header.join(' | ')} |`);
   out.push(`| ${header.map((_, i) => (i < 2 ? '---' : '---:')).join(' | ')} |`);
   for (const row of rows(r.params)) {
@@ -113,6 +127,7 @@ export function renderMarkdown(r: BenchReport): string {
       for (const p of peers) cells.push(ratio(medians.cyclone ?? NaN, medians[p] ?? NaN));
       cells.push(row.ceiling ? ratio(medians.cyclone ?? NaN, tps.median) : '');
     }
+    if (observed) cells.push(ratio(medians['cyclone-observed'] ?? NaN, medians.cyclone ?? NaN));
     out.push(`| ${cells.join(' | ')} |`);
   }
   out.push(`| ceiling: pgbench simple-update, ${r.pgbench.clients} clients | tps | ${fmtSpread(tps)} |${' |'.repeat(header.length - 3)}`);

@@ -1,7 +1,9 @@
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { Registry } from 'prom-client';
 import { CycloneClient, CycloneModule, CycloneStats, Step, type StepContext } from 'cyclone-nestjs';
+import { CycloneMetricsModule } from 'cyclone-nestjs/metrics';
 import {
   JOB_KIND,
   cyclonePoolSize,
@@ -27,17 +29,24 @@ class BenchSteps {
   }
 }
 
-async function start(options: StartOptions): Promise<SystemHandle> {
+/**
+ * Starts a client. As a user would: one CycloneModule.forRoot with a URL, one
+ * queue, defaults otherwise; tracing off, as it is for an app without
+ * @opentelemetry/api (the repository has it installed). `observed` adds the
+ * metrics module and turns spans on, with no SDK registered: the no-op tracer.
+ */
+async function start(options: StartOptions, observed: boolean): Promise<SystemHandle> {
   current = options.handler;
   const workers = options.workers;
-  // As a user would: one CycloneModule.forRoot with a URL, one queue, defaults otherwise.
   @Module({
     imports: [
       CycloneModule.forRoot({
         connection: { url: options.url },
         ...(workers > 0 ? { queues: { default: { workers } } } : { runWorkers: false }),
         ...(options.crash ? { leaseTtl: CRASH_LEASE_TTL } : {}),
+        tracing: observed,
       }),
+      ...(observed ? [CycloneMetricsModule.forRoot({ registry: new Registry() })] : []),
     ],
     providers: [BenchSteps],
   })
@@ -64,10 +73,10 @@ export const runner: Runner = {
     workers > 0
       ? `CycloneModule.forRoot({ connection: { url }, queues: { default: { workers: ${workers} } }` +
         (crash ? `, leaseTtl: '${CRASH_LEASE_TTL}'` : '') +
-        ` }), defaults otherwise (pool ${cyclonePoolSize(workers)} connections + 1 LISTEN, poll [100 ms, 1 s), NOTIFY wake-ups); ` +
+        `, tracing: false }), defaults otherwise (pool ${cyclonePoolSize(workers)} connections + 1 LISTEN, poll [100 ms, 1 s), NOTIFY wake-ups); ` +
         `@Step handler; enqueue with CycloneClient.enqueue, bulk seed with enqueueMany`
-      : `CycloneModule.forRoot({ connection: { url }, runWorkers: false }) (pool ${cyclonePoolSize(10)} connections); CycloneClient.enqueue`,
-  start,
+      : `CycloneModule.forRoot({ connection: { url }, runWorkers: false, tracing: false }) (pool ${cyclonePoolSize(10)} connections); CycloneClient.enqueue`,
+  start: (options) => start(options, false),
   pending: async (client) => {
     const { rows } = await client.query(
       // Two counts, each over its partial index (claim, lease), so the poll stays cheap however
@@ -99,4 +108,14 @@ export const runner: Runner = {
       return rows.map((r) => r.bench_id);
     },
   },
+};
+
+/** Cyclone with observability on: the same client, plus CycloneMetricsModule and `tracing: true` (no SDK: the no-op tracer). */
+export const observedRunner: Runner = {
+  ...runner,
+  system: 'cyclone-observed',
+  describe: (workers, pool, crash) =>
+    `${runner.describe(workers, pool, crash).replace('tracing: false', 'tracing: true')}; ` +
+    'with CycloneMetricsModule.forRoot({ registry }) beside it and no OpenTelemetry SDK registered',
+  start: (options) => start(options, true),
 };

@@ -1,7 +1,14 @@
 import type pg from 'pg';
 
-export type SystemName = 'cyclone' | 'pg-boss' | 'graphile-worker';
+export type SystemName = 'cyclone' | 'cyclone-observed' | 'pg-boss' | 'graphile-worker';
+/** The systems a run compares by default. */
 export const SYSTEMS: SystemName[] = ['cyclone', 'pg-boss', 'graphile-worker'];
+/**
+ * Cyclone with its metrics module and OpenTelemetry spans on (the API's
+ * no-op tracer: no SDK registered), run beside plain Cyclone with `--metrics`
+ * to measure what observability costs.
+ */
+export const OBSERVED: SystemName = 'cyclone-observed';
 
 /** The payload of every benchmark job. */
 export interface BenchPayload {
@@ -77,6 +84,8 @@ export async function loadRunner(system: SystemName): Promise<Runner> {
   switch (system) {
     case 'cyclone':
       return (await import('./cyclone.js')).runner;
+    case 'cyclone-observed':
+      return (await import('./cyclone.js')).observedRunner;
     case 'pg-boss':
       return (await import('./pg-boss.js')).runner;
     case 'graphile-worker':

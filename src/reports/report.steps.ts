@@ -1,5 +1,5 @@
-import { Injectable } from '@nestjs/common';
-import { CycloneClient, Step, defineStep, type StepContext } from 'cyclone-nestjs';
+import { Injectable, Logger } from '@nestjs/common';
+import { CycloneClient, OnStepEvent, Step, defineStep, type StepContext, type StepEvent } from 'cyclone-nestjs';
 import { SendEmail } from '../emails/email.steps.js';
 
 export interface ReportInput {
@@ -28,7 +28,8 @@ export class ReportSteps {
 
   /**
    * Builds a monthly report, then queues the email that announces it. The
-   * work checks its signal between chunks so a cancel or timeout stops it.
+   * work checks its signal between chunks so a cancel or timeout stops it,
+   * and reports how far it got (GET /reports/:runId shows it).
    */
   @Step(BuildReport)
   async build(input: ReportInput, ctx: StepContext): Promise<ReportOutput> {
@@ -36,6 +37,7 @@ export class ReportSteps {
     let revenue = 0;
     for (let day = 1; day <= 30; day++) {
       ctx.signal.throwIfAborted();
+      ctx.progress({ day, days: 30 });
       const seed = (input.userId * 31 + day) % 17;
       orders += seed % 3;
       revenue += seed * 12.5;
@@ -47,5 +49,16 @@ export class ReportSteps {
       body: `${orders} orders, ${revenue.toFixed(2)} revenue`,
     });
     return { userId: input.userId, period: input.period, orders, revenue };
+  }
+}
+
+/** Reacts to reports that will not be built: in a real app, an alert or a note to the user. */
+@Injectable()
+export class ReportAlerts {
+  private readonly logger = new Logger('Reports');
+
+  @OnStepEvent('discarded', BuildReport)
+  discarded(event: StepEvent): void {
+    this.logger.warn(`Report run ${event.runId} was given up after attempt ${event.attempt}: ${event.error}`);
   }
 }

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
-import { ReportSteps } from './report.steps.js';
+import { ReportAlerts, ReportSteps } from './report.steps.js';
 import { ReportsController } from './reports.controller.js';
 
-@Module({ providers: [ReportSteps], controllers: [ReportsController] })
+@Module({ providers: [ReportSteps, ReportAlerts], controllers: [ReportsController] })
 export class ReportsModule {}

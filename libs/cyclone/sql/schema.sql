@@ -26,6 +26,7 @@ CREATE TABLE cyclone_runs (
   finished_at timestamp with time zone,
   delete_after timestamp with time zone,
   notify_finish boolean NOT NULL DEFAULT false,
+  trace_context jsonb,
   CONSTRAINT cyclone_runs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'cancelled'::text]))),
   CONSTRAINT cyclone_runs_pkey PRIMARY KEY (id)
 ) PARTITION BY RANGE (id);
@@ -68,6 +69,7 @@ CREATE TABLE cyclone_steps (
   signalled_at timestamp with time zone,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  progress jsonb,
   CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
   CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text]))),
   CONSTRAINT cyclone_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'available'::text, 'running'::text, 'waiting_signal'::text, 'waiting_timer'::text, 'paused'::text, 'completed'::text, 'discarded'::text, 'cancelled'::text]))),
@@ -129,7 +131,7 @@ BEGIN
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text, p_lease_ttl_ms bigint)
- RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb)
+ RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_hashjoin TO 'off'
@@ -154,6 +156,7 @@ BEGIN
          lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
          started_at = now(),
          heartbeat_at = now(),
+         progress = NULL,
          updated_at = now()
     FROM picked, cyclone_runs r
    WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
@@ -163,7 +166,9 @@ BEGIN
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                 WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
-            END;
+            END,
+            r.trace_context,
+            (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[], p_outputs jsonb[])
@@ -741,7 +746,7 @@ BEGIN
   RETURN FOUND;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb, p_queue text, p_unique_key text, p_retention_ms bigint, p_nodes jsonb)
+CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb, p_queue text, p_unique_key text, p_retention_ms bigint, p_nodes jsonb, p_trace_context jsonb)
  RETURNS uuid
  LANGUAGE plpgsql
 AS $function$
@@ -752,8 +757,9 @@ BEGIN
       RETURN NULL;
     END IF;
   END IF;
-  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
-  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond');
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention, trace_context)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond',
+          p_trace_context);
 
   INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
                              max_attempts, max_reclaims, timeout)
@@ -770,6 +776,8 @@ END $function$;
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (3, 'CycloneObservability1764921600000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (4, 'CycloneDashboardIndexes1765008000000');
 

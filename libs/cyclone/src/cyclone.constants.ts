@@ -5,6 +5,10 @@ export const CYCLONE_OPTIONS = Symbol('CYCLONE_OPTIONS');
 export const STEP_METADATA = 'cyclone:step';
 /** Metadata key set on a class with at least one `@Step` method, so discovery can skip the rest. */
 export const STEP_HOST_METADATA = 'cyclone:step-host';
+/** Metadata key set on an `@OnStepEvent` method: the events it listens to. */
+export const STEP_EVENT_METADATA = 'cyclone:step-event';
+/** Metadata key set on a class with at least one `@OnStepEvent` method. */
+export const STEP_EVENT_HOST_METADATA = 'cyclone:step-event-host';
 
 export const DEFAULT_QUEUE = 'default';
 export const DEFAULT_WORKERS = 10;
@@ -20,6 +24,8 @@ export const RETENTION_BATCH = 1_000;
 /** Monthly partitions kept ready ahead of the current month, and how often they are maintained. */
 export const DEFAULT_PARTITION_MONTHS_AHEAD = 3;
 export const PARTITION_INTERVAL_MS = 6 * 3_600_000;
+/** How often the `cyclone:metrics` loop samples the queues by default: a usual scrape interval. */
+export const DEFAULT_METRICS_SAMPLE_INTERVAL_MS = 15_000;
 
 export const MIN_PRIORITY = -1000;
 export const MAX_PRIORITY = 1000;

@@ -9,9 +9,31 @@ export const messages = {
   duplicateStep: (kind: string, first: string, second: string) =>
     `Step kind "${kind}" is registered twice: by ${first} and by ${second}. ` +
     `Each kind needs exactly one handler; rename one of them.`,
-  requestScopedHost: (host: string, kind: string) =>
-    `${host} declares @Step('${kind}') but is request-scoped (or depends on a request-scoped provider). ` +
+  requestScopedHost: (host: string, declaration: string) =>
+    `${host} declares ${declaration} but is request-scoped (or depends on a request-scoped provider). ` +
     `Workers run outside any request: make ${host} a default-scoped provider.`,
+  unknownStepEvent: (host: string, event: unknown, events: readonly string[]) =>
+    `${host} has @OnStepEvent(${typeof event === 'string' ? `'${event}'` : String(event)}), which is not a step event. ` +
+    `Use one of: ${events.join(', ')}.`,
+  listenerForUnknownKind: (host: string, event: string, kind: string) =>
+    `${host} listens with @OnStepEvent('${event}', '${kind}'), but no @Step('${kind}') is registered in this app: ` +
+    'events fire in the process that ran the step (or whose sweep settled it), so it may never be called. Check the kind.',
+  stepEventListenerFailed: (host: string, event: string, nodeId: string, runId: string, reason: string) =>
+    `The @OnStepEvent('${event}') listener ${host} failed for step ${nodeId} of run ${runId}: ${reason}. ` +
+    'The step is not affected.',
+  invalidMetricsPrefix: (prefix: unknown) =>
+    `Option "prefix" of CycloneMetricsModule must be a Prometheus metric name prefix (letters, digits, _ and :, ` +
+    `not starting with a digit), such as 'cyclone_'; got ${describe(prefix)}.`,
+  metricsOptionsNotObject: (value: unknown) =>
+    `CycloneMetricsModule.forRoot() takes an options object such as { prefix: 'cyclone_' }; got ${describe(value)}.`,
+  metricsSampleInterval: (minMs: number, ms: number) =>
+    `Option "sampleInterval" of CycloneMetricsModule must be at least ${minMs} ms; got ${ms} ms.`,
+  invalidRegistry: (value: unknown) =>
+    `Option "registry" of CycloneMetricsModule must be a prom-client Registry (new Registry() from prom-client); got ${describe(value)}.`,
+  metricRegisteredTwice: (name: string) =>
+    `The Prometheus registry already has a metric named ${name}: another app in this process, or a second ` +
+    'CycloneMetricsModule.forRoot(), registered it. Give each app its own registry (forRoot({ registry: new Registry() })) ' +
+    'or another prefix.',
   duplicate: (key: string, runId: string) =>
     `A run with unique key "${key}" is already active (run ${runId}). ` +
     `Wait for it to finish, or catch DuplicateError and use its runId.`,
@@ -46,6 +68,7 @@ export const messages = {
     `Option "${name}" must be an integer from ${min} to ${max}; got ${describe(value)}.`,
   invalidString: (name: string, value: unknown) =>
     `Option "${name}" must be a non-empty string of at most 200 characters; got ${describe(value)}.`,
+  invalidBoolean: (name: string, value: unknown) => `Option "${name}" must be true or false; got ${describe(value)}.`,
   invalidDate: (name: string, value: unknown) => `Option "${name}" must be a valid Date; got ${describe(value)}.`,
   conflictingOptions: (a: string, b: string) => `Options "${a}" and "${b}" cannot be used together; pick one.`,
   unknownOption: (where: string, name: string, known: readonly string[]) =>

@@ -4,7 +4,10 @@
 -- waiting on each other's rows; all times are the database's. The lease
 -- generation is bumped so that every later write of this attempt can
 -- compare-and-set on it. Upstream outputs are read only for workflow nodes
--- that have upstreams. A paused queue (pauseQueue) claims nothing.
+-- that have upstreams. A paused queue (pauseQueue) claims nothing. A new
+-- attempt starts without the progress an earlier one reported; it returns the
+-- run's trace context (for the attempt's span) and how long the step waited
+-- since it was due.
 --
 -- A function for its planner settings: planned afresh on each call, a
 -- statement over every month's partitions costs about a millisecond to plan,
@@ -15,7 +18,8 @@
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
                                                p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
-               reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb)
+               reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
+               trace_context jsonb, wait_ms float8)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
 AS $$
@@ -37,6 +41,7 @@ BEGIN
          lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
          started_at = now(),
          heartbeat_at = now(),
+         progress = NULL,
          updated_at = now()
     FROM picked, cyclone_runs r
    WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
@@ -46,5 +51,7 @@ BEGIN
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                 WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
-            END;
+            END,
+            r.trace_context,
+            (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;
 END $$;

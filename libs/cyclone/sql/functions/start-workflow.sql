@@ -1,9 +1,10 @@
 -- Starts a workflow run: the run with its graph, one pending row per node,
 -- then routing makes the roots move. Returns NULL when the unique key is held
--- by an unfinished run (nothing is written).
+-- by an unfinished run (nothing is written). p_trace_context is the trace
+-- context of the starter's span, so each node's span continues its trace.
 CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb,
                                                   p_queue text, p_unique_key text, p_retention_ms bigint,
-                                                  p_nodes jsonb)
+                                                  p_nodes jsonb, p_trace_context jsonb)
 RETURNS uuid
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -13,8 +14,9 @@ BEGIN
       RETURN NULL;
     END IF;
   END IF;
-  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
-  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond');
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention, trace_context)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond',
+          p_trace_context);
 
   INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
                              max_attempts, max_reclaims, timeout)

@@ -51,6 +51,8 @@ import { enqueueJobValues, jobParams, type JobParams } from '../steps/job-params
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
 import { uuid7 } from '../common/uuid7.js';
+import { CycloneStats } from '../runtime/cyclone-stats.js';
+import { CycloneTracer } from '../tracing/cyclone-tracer.js';
 
 type Kind = string | StepRef<any, any>;
 /** Runs a statement where the call belongs: on the pool, or in a caller's transaction. */
@@ -80,6 +82,8 @@ export class CycloneClient {
     private readonly wakes: WakePublisher,
     private readonly workflows: WorkflowRegistry,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
+    private readonly stats: CycloneStats,
+    private readonly tracer: CycloneTracer,
   ) {
     this.enqueues = new EnqueueBatcher(database, wakes);
   }
@@ -87,14 +91,18 @@ export class CycloneClient {
   /** Enqueues a standalone job and returns its run id once it is committed. */
   async enqueue<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
     const [params, inputJson] = this.prepare(kind, input, opts);
-    if (params.uniqueKey === null) {
-      const runId = uuid7();
-      await this.enqueues.enqueue({ runId, params, inputJson });
-      return runId;
-    }
-    const { id, due } = await this.insertJob(params, inputJson, false, this.pooled);
-    if (due) this.wakes.wake(params.queue);
-    return id;
+    const runId = await this.tracer.produce(producer('enqueue', params), async (traceContext) => {
+      if (params.uniqueKey === null) {
+        const id = uuid7();
+        await this.enqueues.enqueue({ runId: id, params, inputJson, traceContext });
+        return id;
+      }
+      const { id, due } = await this.insertJob(params, inputJson, false, traceContext, this.pooled);
+      if (due) this.wakes.wake(params.queue);
+      return id;
+    });
+    this.stats.events.jobsEnqueued({ queue: params.queue, kind: params.kind, count: 1 });
+    return runId;
   }
 
   /** Enqueues a job whose output is nothing, such as sending an email. */
@@ -116,8 +124,12 @@ export class CycloneClient {
     const runner = 'manager' in tx && 'isTransactionActive' in tx ? tx : (tx as EntityManager).queryRunner;
     if (!runner?.isTransactionActive) throw new NotInTransactionError();
     const [params, json] = this.prepare(kind, input, opts);
-    const { id } = await this.insertJob(params, json, true, (stmt, values) => runner.query(stmt.text, [...values]));
-    return id;
+    const query: Query = (stmt, values) => runner.query(stmt.text, [...values]);
+    const runId = await this.tracer.produce(producer('enqueue', params), async (traceContext) =>
+      (await this.insertJob(params, json, true, traceContext, query)).id,
+    );
+    this.stats.events.jobsEnqueued({ queue: params.queue, kind: params.kind, count: 1 });
+    return runId;
   }
 
   /** Enqueues many jobs of one kind in one statement; returns their run ids in input order. */
@@ -132,8 +144,13 @@ export class CycloneClient {
     const params = jobParams(step, opts, this.options);
     const texts = inputs.map((input, i) => toJson(input, `input at index ${i}`, this.options.maxPayloadBytes));
     if (texts.length === 0) return [];
-    const jobs = texts.map((inputJson) => ({ runId: uuid7(), params, inputJson }));
-    await this.enqueues.insert(jobs);
+    const info = { ...producer('enqueue_many', params), count: texts.length };
+    const jobs = await this.tracer.produce(info, async (traceContext) => {
+      const batch = texts.map((inputJson) => ({ runId: uuid7(), params, inputJson, traceContext }));
+      await this.enqueues.insert(batch);
+      return batch;
+    });
+    this.stats.events.jobsEnqueued({ queue: params.queue, kind: params.kind, count: jobs.length });
     return jobs.map((j) => j.runId);
   }
 
@@ -238,18 +255,24 @@ export class CycloneClient {
     const uniqueKey = opts.unique !== undefined ? checkName(opts.unique, 'unique') : null;
     const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
     const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
-    const { rows } = await this.database.query(START_WORKFLOW, [
-      uuid7(),
-      compiled.name,
-      JSON.stringify(compiled.graph),
-      inputJson,
-      compiled.queue,
-      uniqueKey,
-      retentionMs,
-      JSON.stringify(compiled.nodes),
-    ]);
-    if (rows[0].id !== null) return rows[0].id;
-    return this.heldBy(uniqueKey!, this.pooled, () => this.start(workflow, input, opts));
+    const info = { operation: 'start', queue: compiled.queue, name: compiled.name } as const;
+    const runId = await this.tracer.produce(info, async (traceContext) => {
+      const { rows } = await this.database.query(START_WORKFLOW, [
+        uuid7(),
+        compiled.name,
+        JSON.stringify(compiled.graph),
+        inputJson,
+        compiled.queue,
+        uniqueKey,
+        retentionMs,
+        JSON.stringify(compiled.nodes),
+        traceContext,
+      ]);
+      return rows[0].id;
+    });
+    if (runId === null) return this.heldBy(uniqueKey!, this.pooled, () => this.start(workflow, input, opts));
+    this.stats.events.workflowStarted({ queue: compiled.queue, workflow: compiled.name });
+    return runId;
   }
 
   /**
@@ -367,11 +390,12 @@ export class CycloneClient {
     params: JobParams,
     json: string,
     notify: boolean,
+    traceContext: string | null,
     query: Query,
   ): Promise<{ id: string; due: boolean }> {
-    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json, notify));
+    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json, notify, traceContext));
     if (rows.length > 0) return { id: rows[0].id, due: rows[0].due };
-    return this.heldBy(params.uniqueKey!, query, () => this.insertJob(params, json, notify, query));
+    return this.heldBy(params.uniqueKey!, query, () => this.insertJob(params, json, notify, traceContext, query));
   }
 
   /**
@@ -388,6 +412,11 @@ export class CycloneClient {
 
   /** Runs a statement on the pool; the Query of calls outside a caller's transaction. */
   private readonly pooled: Query = async (stmt, params) => (await this.database.query(stmt, params)).rows;
+}
+
+/** What the producer span of a job's enqueue is about. */
+function producer(operation: 'enqueue' | 'enqueue_many', params: JobParams) {
+  return { operation, queue: params.queue, name: params.kind };
 }
 
 function kindOf(kind: Kind): string {

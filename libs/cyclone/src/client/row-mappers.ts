@@ -41,6 +41,7 @@ export function toStepInfo(row: StepRow): StepInfo {
     leaseExpiry: row.lease_expiry,
     leaseGeneration: Number(row.lease_generation),
     output: row.output,
+    progress: row.progress,
     error: row.error,
     errorKind: row.error_kind as ErrorKind | null,
   };

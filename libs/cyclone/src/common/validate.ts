@@ -16,6 +16,12 @@ export function checkName(value: unknown, name: string): string {
   return value;
 }
 
+/** A boolean option, or undefined when unset. */
+export function checkBoolean(value: unknown, name: string): boolean | undefined {
+  if (value === undefined || typeof value === 'boolean') return value;
+  throw new InvalidOptionError(messages.invalidBoolean(name, value));
+}
+
 export function checkKnownKeys(where: string, value: object, known: readonly string[]): void {
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) throw new InvalidOptionError(messages.unknownOption(where, key, known));

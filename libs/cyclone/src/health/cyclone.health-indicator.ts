@@ -95,7 +95,7 @@ export class CycloneHealthIndicator {
   }
 }
 
-/** The loops that run at the poll interval (retention and partitions run minutes and hours apart). */
+/** The loops that run at the poll interval (retention, partitions and metrics run on longer intervals of their own). */
 const POLL_INTERVAL_LOOPS = ['cyclone:poll', 'cyclone:recovery', 'cyclone:timers'];
 
 function isStalled(loop: LoopState, afterMs: number): boolean {

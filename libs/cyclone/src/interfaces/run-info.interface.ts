@@ -44,6 +44,8 @@ export interface StepInfo {
   leaseExpiry: Date | null;
   leaseGeneration: number;
   output: unknown;
+  /** The last progress its handler reported with `ctx.progress()` in its latest attempt; null when none. */
+  progress: unknown;
   error: string | null;
   errorKind: ErrorKind | null;
 }

@@ -28,4 +28,11 @@ export interface StepContext<RunInput = unknown> {
   upstream<T = unknown>(nodeId: string): T;
   /** Return this to run the step again after `duration`, without consuming an attempt. */
   snooze(duration: Duration): Snooze;
+  /**
+   * Reports the attempt's progress: any JSON value (a number, `{ done, total }`...),
+   * checked like an output (`InvalidInputError` if it is not storable JSON).
+   * Returns at once; the latest value is stored within one heartbeat interval
+   * (`leaseTtl / 3`) and shown as `progress` by `listSteps`.
+   */
+  progress(value: unknown): void;
 }

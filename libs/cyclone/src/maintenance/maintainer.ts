@@ -2,6 +2,7 @@ import { Injectable, type OnApplicationBootstrap, type OnModuleDestroy } from '@
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { MaintenanceService } from './maintenance-service.js';
+import { MetricsSampler } from './metrics.sampler.js';
 import { PartitionMaintainer } from './partition-maintainer.js';
 import { RecoverySweeper } from './recovery.sweeper.js';
 import { RetentionSweeper } from './retention.sweeper.js';
@@ -11,7 +12,8 @@ import { TimerSweeper } from './timer.sweeper.js';
  * Starts and stops the maintenance services' loops. Every client runs them,
  * enqueue-only ones too: recovery, timers, retention and partitions need no
  * leader, since each step they touch is settled under its run's lock and
- * re-checked, and partitions change under an advisory lock.
+ * re-checked, and partitions change under an advisory lock; metric samples
+ * only read. A service that is not enabled is not started.
  */
 @Injectable()
 export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
@@ -25,14 +27,16 @@ export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
     timers: TimerSweeper,
     retention: RetentionSweeper,
     partitions: PartitionMaintainer,
+    metrics: MetricsSampler,
   ) {
-    this.services = [recovery, timers, retention, partitions];
+    this.services = [recovery, timers, retention, partitions, metrics];
   }
 
   onApplicationBootstrap(): void {
     if (!this.instance.isPrimary) return;
     this.started = true;
-    for (const { loop, runsAtStartup } of this.services) {
+    for (const { loop, runsAtStartup, enabled } of this.services) {
+      if (enabled === false) continue;
       this.stats.track(loop);
       loop.start(runsAtStartup ? 0 : undefined);
     }

@@ -4,7 +4,10 @@ import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { Loop } from '../common/loop.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
-import { RECOVERY_CANDIDATES, RECOVER_STEP, REWAKE_STALE_QUEUES } from '../sql/recovery.sql.js';
+import { RECOVERED_ERROR, RECOVERY_CANDIDATES, RECOVER_STEP, REWAKE_STALE_QUEUES } from '../sql/recovery.sql.js';
+import type { ErrorKind } from '../sql/names.js';
+import { CycloneStats } from '../runtime/cyclone-stats.js';
+import type { StepFinished } from '../runtime/engine-events.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { retryDelay } from '../steps/retry-policy.js';
 import type { MaintenanceService } from './maintenance-service.js';
@@ -34,9 +37,29 @@ export class RecoverySweeper implements MaintenanceService {
     private readonly registry: StepRegistry,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
+    private readonly stats: CycloneStats,
   ) {
     const [min, max] = options.pollIntervalMs;
     this.loop = new Loop('cyclone:recovery', () => min + Math.random() * (max - min), async () => void (await this.sweep()), scheduler);
+  }
+
+  /** Tells the engine's observers of an outcome this sweep committed; a failure is read back as stored. */
+  private async tell(
+    row: { id: string; run_id: string; node_id: string; kind: string; queue: string; attempt: number },
+    outcome: RecoveryOutcome,
+  ): Promise<void> {
+    const failure =
+      outcome === 'reclaimed' ? undefined : (await this.database.query(RECOVERED_ERROR, [row.run_id, row.id])).rows.at(0);
+    this.stats.events.stepFinished({
+      runId: row.run_id,
+      nodeId: row.node_id,
+      kind: row.kind,
+      queue: row.queue,
+      attempt: row.attempt,
+      ...OBSERVED[outcome],
+      error: failure?.error ?? undefined,
+      errorKind: (failure?.error_kind ?? undefined) as ErrorKind | undefined,
+    });
   }
 
   /** One pass; returns the outcome of each step it settled. */
@@ -47,7 +70,9 @@ export class RecoverySweeper implements MaintenanceService {
       const delay = retryDelay(this.registry.find(row.kind), row.attempt, this.logger);
       const { rows: settled } = await this.database.query(RECOVER_STEP, [row.run_id, row.id, delay]);
       const outcome = settled[0].outcome as RecoveryOutcome | null;
-      if (outcome) outcomes.push(outcome);
+      if (!outcome) continue;
+      outcomes.push(outcome);
+      if (this.stats.events.observed) await this.tell(row, outcome);
     }
     if (outcomes.length > 0) this.logger.warn(`Recovery: ${summarise(outcomes)}`);
     // Several poll ticks without a claim: every live worker should have looked by then.
@@ -56,6 +81,14 @@ export class RecoverySweeper implements MaintenanceService {
     return outcomes;
   }
 }
+
+/** What each settled outcome was for the attempt, as the engine's observers hear of it. */
+const OBSERVED: Record<RecoveryOutcome, Pick<StepFinished, 'outcome' | 'failed'>> = {
+  reclaimed: { outcome: 'reclaimed', failed: false },
+  timeout: { outcome: 'retried', failed: true },
+  timeout_discarded: { outcome: 'discarded', failed: true },
+  reclaim_limit: { outcome: 'discarded', failed: false },
+};
 
 function summarise(outcomes: RecoveryOutcome[]): string {
   const counts = new Map<string, number>();

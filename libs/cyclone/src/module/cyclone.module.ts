@@ -6,12 +6,15 @@ import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { createCycloneDatabase } from './database.factory.js';
 import { StepExplorer } from '../discovery/step.explorer.js';
+import { StepEventExplorer } from '../discovery/step-event.explorer.js';
+import { StepEventDispatcher } from '../events/step-event-dispatcher.js';
 import type { CycloneModuleOptions } from '../options/cyclone-module-options.interface.js';
 import { Maintainer } from '../maintenance/maintainer.js';
 import { PartitionMaintainer } from '../maintenance/partition-maintainer.js';
 import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import { TimerSweeper } from '../maintenance/timer.sweeper.js';
+import { MetricsSampler } from '../maintenance/metrics.sampler.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
@@ -21,6 +24,8 @@ import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import { CYCLONE_MODULE_OPTIONS, CycloneConfigurableModule } from './cyclone.module-definition.js';
 import { resolveOptions, type ResolvedOptions } from '../options/resolved-options.js';
+import { CycloneTracer } from '../tracing/cyclone-tracer.js';
+import { createTracer } from '../tracing/create-tracer.js';
 
 /**
  * Durable jobs in the app's PostgreSQL. `CycloneModule.forRoot(options)` or
@@ -60,9 +65,16 @@ import { resolveOptions, type ResolvedOptions } from '../options/resolved-option
       useFactory: (options: ResolvedOptions) => new CycloneStats(options.pollIntervalMs),
       inject: [CYCLONE_OPTIONS],
     },
+    {
+      provide: CycloneTracer,
+      useFactory: (options: ResolvedOptions) => createTracer(options.tracing),
+      inject: [CYCLONE_OPTIONS],
+    },
     CycloneInstance,
     StepRegistry,
     StepExplorer,
+    StepEventDispatcher,
+    StepEventExplorer,
     WorkflowRegistry,
     NotificationListener,
     WakePublisher,
@@ -72,6 +84,7 @@ import { resolveOptions, type ResolvedOptions } from '../options/resolved-option
     TimerSweeper,
     RetentionSweeper,
     PartitionMaintainer,
+    MetricsSampler,
     Maintainer,
   ],
   // What apps call. The health and metrics modules read CycloneStats.

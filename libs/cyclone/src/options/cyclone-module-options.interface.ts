@@ -37,6 +37,12 @@ export interface CycloneModuleOptions {
   workflows?: WorkflowDefinition<any>[];
   /** The monthly partitions of runs and steps. */
   partitions?: PartitionOptions;
+  /**
+   * OpenTelemetry spans for enqueues and step attempts, through `@opentelemetry/api`
+   * (the app registers the SDK). `true` needs the package; `false` turns spans off.
+   * Default: on when `@opentelemetry/api` is installed.
+   */
+  tracing?: boolean;
 }
 
 export interface PartitionOptions {

@@ -1,8 +1,9 @@
 import type { CycloneConnectionOptions, CycloneModuleOptions } from './cyclone-module-options.interface.js';
 import { toMs } from '../common/duration.js';
-import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { checkBoolean, checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { WorkflowDefinition } from '../definitions/define-workflow.js';
+import { isInstalled, requireOptional } from '../common/optional-peer.js';
 import {
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -33,6 +34,8 @@ export interface ResolvedOptions {
   partitionMonthsAhead: number;
   /** Null: partitions are never dropped. */
   partitionDropAfterMs: number | null;
+  /** Whether spans are made: the option, else whether `@opentelemetry/api` is installed. */
+  tracing: boolean;
 }
 
 const KNOWN = [
@@ -48,6 +51,7 @@ const KNOWN = [
   'maxPayloadBytes',
   'workflows',
   'partitions',
+  'tracing',
   'isGlobal',
 ] as const;
 
@@ -118,5 +122,18 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
       24,
     ),
     partitionDropAfterMs: partitions.dropAfter === false ? null : toMs(partitions.dropAfter ?? 0, 'partitions.dropAfter'),
+    tracing: resolveTracing(checkBoolean(options.tracing, 'tracing')),
   };
+}
+
+/**
+ * The `tracing` option: `true` needs `@opentelemetry/api` (a
+ * MissingDependencyError without it), `false` is off, unset is on when the
+ * package is installed. Checked with the other options, before any
+ * connection opens, so a missing package fails the start cleanly.
+ */
+function resolveTracing(option: boolean | undefined): boolean {
+  if (option === undefined) return isInstalled('@opentelemetry/api');
+  if (option) requireOptional('@opentelemetry/api', 'The tracing option');
+  return option;
 }

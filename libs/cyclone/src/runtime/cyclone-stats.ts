@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Loop } from '../common/loop.js';
+import { EngineEvents } from './engine-events.js';
 
 /** How long ago a loop last finished a tick, and how that tick ended. */
 export interface LoopState {
@@ -10,6 +11,28 @@ export interface LoopState {
   /** Before its first tick ends, a loop's age counts from its start; null when it never started. */
   lastTickAgeMs: number | null;
   lastError: string | null;
+}
+
+/** One queue's steps across the cluster, as the `cyclone:metrics` loop last read them. */
+export interface QueueSample {
+  queue: string;
+  /** Available and due now. */
+  available: number;
+  /** Available, due later (a delay, a backoff). */
+  scheduled: number;
+  running: number;
+  /** How long the oldest due step has waited; 0 when none waits. */
+  oldestAvailableMs: number;
+  /** Stopped with pauseQueue. */
+  paused: boolean;
+}
+
+/** What the `cyclone:metrics` loop last read from the database: the whole cluster's, not only this client's. */
+export interface ClusterSample {
+  queues: QueueSample[];
+  /** Running steps whose lease expired past two poll ticks ago and that no sweep reclaimed. */
+  strandedLeases: number;
+  sampledAt: Date;
 }
 
 /**
@@ -32,6 +55,15 @@ export class CycloneStats {
   listenerConnected: () => boolean = () => false;
   /** Monthly partitions old enough to drop that a live run keeps (see PartitionMaintainer). */
   keptPartitions: string[] = [];
+  /** What the engine does, as it happens: metrics and step event listeners observe it. */
+  readonly events = new EngineEvents();
+  /**
+   * How often the `cyclone:metrics` loop samples the cluster's queues; null,
+   * and the loop does not run, until a metrics module asks for samples.
+   */
+  sampleIntervalMs: number | null = null;
+  /** The last sample; null before the first. */
+  clusterSample: ClusterSample | null = null;
   private readonly loops = new Map<string, Loop>();
 
   constructor(
@@ -42,6 +74,11 @@ export class CycloneStats {
   /** Makes a loop visible to health and metrics. */
   track(loop: Loop): void {
     this.loops.set(loop.name, loop);
+  }
+
+  /** Asks for the cluster's queues to be sampled every `intervalMs` (before the app bootstraps). */
+  requestSamples(intervalMs: number): void {
+    this.sampleIntervalMs = Math.min(this.sampleIntervalMs ?? intervalMs, intervalMs);
   }
 
   /** Whether this client runs workers (it is not enqueue-only, and it is the module's first import). */

@@ -38,6 +38,11 @@ function sqlMigration(version: number, name: string, file: string) {
 }
 
 export class CycloneBaseline1764403200000 extends sqlMigration(1, 'CycloneBaseline1764403200000', '0001-baseline') {}
+export class CycloneObservability1764921600000 extends sqlMigration(
+  3,
+  'CycloneObservability1764921600000',
+  '0003-observability',
+) {}
 export class CycloneDashboardIndexes1765008000000 extends sqlMigration(
   4,
   'CycloneDashboardIndexes1765008000000',
@@ -49,7 +54,11 @@ export class CycloneDashboardIndexes1765008000000 extends sqlMigration(
  * `migrations` to migrate with TypeORM, or let `CycloneModule` (or
  * `npx cyclone migrate`) apply them.
  */
-export const CYCLONE_MIGRATIONS = [CycloneBaseline1764403200000, CycloneDashboardIndexes1765008000000] as const;
+export const CYCLONE_MIGRATIONS = [
+  CycloneBaseline1764403200000,
+  CycloneObservability1764921600000,
+  CycloneDashboardIndexes1765008000000,
+] as const;
 
 /** The migrations as data: version, name and SQL. */
 export function schemaMigrations(): SchemaMigration[] {

@@ -13,6 +13,10 @@ export interface ClaimedStep {
   timeout_ms: string | null;
   input: unknown;
   upstream: Record<string, unknown> | null;
+  /** The trace context the run was enqueued under, for the attempt's span; null without tracing. */
+  trace_context: Record<string, string> | null;
+  /** From when the step was due to this claim, on the database clock. */
+  wait_ms: number;
 }
 
 /**
@@ -24,7 +28,8 @@ export const CLAIM_STEPS = statement<
   ClaimedStep
 >(
   'cyclone_claim_steps',
-  /* sql */ `SELECT id, run_id, node_id, kind, attempt, max_attempts, reclaims, lease_generation, timeout_ms, input, upstream
+  /* sql */ `SELECT id, run_id, node_id, kind, attempt, max_attempts, reclaims, lease_generation, timeout_ms, input, upstream,
+         trace_context, wait_ms
   FROM cyclone_claim_steps($1, $2, $3, $4, $5)`,
   { prepared: true },
 );

@@ -6,10 +6,10 @@ import { statement } from '../database/statement.js';
  * transaction) the statement also sends the queue's wake-up: NOTIFY is
  * delivered on commit, so it goes out only if the business write commits.
  * Otherwise the client publishes the wake-up after the commit, coalesced with
- * others (see WakePublisher). A unique key already held by an unfinished run
- * makes the key insert do nothing (no error that would abort the caller's
- * transaction), and with it the run and step inserts; the statement returns
- * no row.
+ * others (see WakePublisher). The run keeps the enqueuer's trace context. A
+ * unique key already held by an unfinished run makes the key insert do
+ * nothing (no error that would abort the caller's transaction), and with it
+ * the run and step inserts; the statement returns no row.
  */
 export const ENQUEUE_JOB = statement<
   [
@@ -26,6 +26,7 @@ export const ENQUEUE_JOB = statement<
     processAt: Date | null,
     processInMs: number,
     notify: boolean,
+    traceContext: string | null,
   ],
   { id: string; due: boolean }
 >(
@@ -37,8 +38,8 @@ WITH key AS (
   ON CONFLICT DO NOTHING
   RETURNING run_id
 ), run AS (
-  INSERT INTO cyclone_runs (id, kind, input, queue, unique_key, retention)
-  SELECT $1, $2, $3::jsonb, $4, $5, $6 * interval '1 millisecond'
+  INSERT INTO cyclone_runs (id, kind, input, queue, unique_key, retention, trace_context)
+  SELECT $1, $2, $3::jsonb, $4, $5, $6 * interval '1 millisecond', $14::jsonb
    WHERE $5::text IS NULL OR EXISTS (SELECT 1 FROM key)
   RETURNING id, queue
 ), step AS (
@@ -79,6 +80,7 @@ export const ENQUEUE_JOBS = statement<
     timeoutMs: (number | null)[],
     processAt: (Date | null)[],
     processInMs: number[],
+    traceContexts: (string | null)[],
   ],
   { queue: string }
 >(
@@ -86,12 +88,12 @@ export const ENQUEUE_JOBS = statement<
   /* sql */ `
 WITH jobs AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[],
-                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[])
+                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[])
     AS t(id, kind, input, queue, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
-         process_at, process_in_ms)
+         process_at, process_in_ms, trace_context)
 ), runs AS (
-  INSERT INTO cyclone_runs (id, kind, input, queue, retention)
-  SELECT id, kind, input::jsonb, queue, retention_ms * interval '1 millisecond' FROM jobs
+  INSERT INTO cyclone_runs (id, kind, input, queue, retention, trace_context)
+  SELECT id, kind, input::jsonb, queue, retention_ms * interval '1 millisecond', trace_context::jsonb FROM jobs
   RETURNING id
 ), steps AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,

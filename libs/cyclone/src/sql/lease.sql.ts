@@ -21,6 +21,20 @@ UPDATE cyclone_steps
 );
 
 /**
+ * Stores a running step's progress (ctx.progress), fenced like a renewal:
+ * it matches nothing once the step is not this attempt's any more.
+ */
+export const REPORT_PROGRESS = statement<
+  [runId: string, id: string, owner: string, generation: string, progress: string]
+>(
+  'cyclone_report_progress',
+  /* sql */ `
+UPDATE cyclone_steps SET progress = $5::jsonb
+ WHERE run_id = $1 AND id = $2 AND state = 'running' AND lease_owner = $3 AND lease_generation = $4`,
+  { prepared: true },
+);
+
+/**
  * Why a renewal matched nothing: the step's state now, whether its timeout
  * elapsed, and, if the sweep already consumed the attempt, its attempt and
  * error kind.

@@ -7,10 +7,13 @@ import { statement } from '../database/statement.js';
  * cyclone_recover_step before anything changes. A running step always holds
  * a lease (lease_expiry set), which is what the sweep's index is keyed on.
  */
-export const RECOVERY_CANDIDATES = statement<[limit: number], { run_id: string; id: string; kind: string; attempt: number }>(
+export const RECOVERY_CANDIDATES = statement<
+  [limit: number],
+  { id: string; run_id: string; node_id: string; kind: string; queue: string; attempt: number }
+>(
   'cyclone_recovery_candidates',
   /* sql */ `
-SELECT run_id, id, kind, attempt FROM cyclone_steps
+SELECT id, run_id, node_id, kind, queue, attempt FROM cyclone_steps
  WHERE lease_expiry IS NOT NULL AND state = 'running'
    AND (lease_expiry < now() OR (timeout IS NOT NULL AND started_at + timeout <= now()))
  ORDER BY lease_expiry
@@ -21,6 +24,12 @@ SELECT run_id, id, kind, attempt FROM cyclone_steps
 export const RECOVER_STEP = statement<[runId: string, id: string, retryDelayMs: number], { outcome: string | null }>(
   'cyclone_recover_step',
   /* sql */ `SELECT cyclone_recover_step($1, $2, $3) AS outcome`,
+);
+
+/** The failure the sweep recorded on a step, for the events that report it. */
+export const RECOVERED_ERROR = statement<[runId: string, id: string], { error: string | null; error_kind: string | null }>(
+  'cyclone_recovered_error',
+  /* sql */ `SELECT error, error_kind FROM cyclone_steps WHERE run_id = $1 AND id = $2`,
 );
 
 /**

@@ -38,6 +38,7 @@ export interface StepRow {
   lease_expiry: Date | null;
   lease_generation: string;
   output: unknown;
+  progress: unknown;
   error: string | null;
   error_kind: string | null;
 }
@@ -56,7 +57,8 @@ export const LIST_STEPS = statement<[runId: string], StepRow>(
   /* sql */ `
 SELECT id, run_id, node_id, kind, node_type, depends_on, state, queue, priority, attempt, max_attempts, reclaims,
        max_reclaims, (extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms, scheduled_at, started_at,
-       finished_at, heartbeat_at, wake_at, lease_owner, lease_expiry, lease_generation, output, error, error_kind
+       finished_at, heartbeat_at, wake_at, lease_owner, lease_expiry, lease_generation, output, progress, error,
+       error_kind
   FROM cyclone_steps WHERE run_id = $1 ORDER BY id`,
 );
 

@@ -15,11 +15,12 @@ export const START_WORKFLOW = statement<
     uniqueKey: string | null,
     retentionMs: number,
     nodes: string,
+    traceContext: string | null,
   ],
   { id: string | null }
 >(
   'cyclone_start_workflow',
-  /* sql */ `SELECT cyclone_start_workflow($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, $8::jsonb) AS id`,
+  /* sql */ `SELECT cyclone_start_workflow($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, $8::jsonb, $9::jsonb) AS id`,
 );
 
 /** Delivers or keeps a signal; returns what happened (sql/functions/signal.sql). */

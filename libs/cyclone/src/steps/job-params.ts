@@ -67,7 +67,12 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
 }
 
 /** Parameters of ENQUEUE_JOB for one job. */
-export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolean): StatementParams<typeof ENQUEUE_JOB> {
+export function enqueueJobValues(
+  p: JobParams,
+  inputJson: string,
+  notify: boolean,
+  traceContext: string | null,
+): StatementParams<typeof ENQUEUE_JOB> {
   return [
     uuid7(),
     p.kind,
@@ -82,6 +87,7 @@ export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolea
     p.processAt,
     p.processInMs,
     notify,
+    traceContext,
   ];
 }
 
@@ -90,6 +96,8 @@ export interface NewJob {
   runId: string;
   params: JobParams;
   inputJson: string;
+  /** The enqueuer's trace context, stored with the run. */
+  traceContext: string | null;
 }
 
 /** Parameters of ENQUEUE_JOBS: one array per column. */
@@ -106,5 +114,6 @@ export function enqueueJobsValues(jobs: NewJob[]): StatementParams<typeof ENQUEU
     jobs.map((j) => j.params.timeoutMs),
     jobs.map((j) => j.params.processAt),
     jobs.map((j) => j.params.processInMs),
+    jobs.map((j) => j.traceContext),
   ];
 }

@@ -1,4 +1,12 @@
-import { Module, type DynamicModule, type INestApplicationContext, type LogLevel, type Provider, type Type } from '@nestjs/common';
+import {
+  Module,
+  type DynamicModule,
+  type INestApplicationContext,
+  type LoggerService,
+  type LogLevel,
+  type Provider,
+  type Type,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import type pg from 'pg';
@@ -35,8 +43,8 @@ export interface CycloneTestEnvOptions extends Omit<CycloneModuleOptions, 'conne
   databaseUrl?: string;
   /** Create a fresh database for this environment (default), or use `databaseUrl`'s as it is. */
   isolate?: boolean;
-  /** Nest log levels. Default errors only. */
-  logger?: LogLevel[] | false;
+  /** Nest log levels, or a logger of your own. Default errors only. */
+  logger?: LogLevel[] | LoggerService | false;
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);

@@ -21,6 +21,7 @@ export class StepContextImpl implements StepContext {
     readonly signal: AbortSignal,
     readonly deadline: Date | null,
     readonly logger: Logger,
+    private readonly reportProgress: (value: unknown) => void,
   ) {
     this.runId = row.run_id;
     this.nodeId = row.node_id;
@@ -43,5 +44,9 @@ export class StepContextImpl implements StepContext {
 
   snooze(duration: Duration): Snooze {
     return new Snooze(toMs(duration, 'snooze'));
+  }
+
+  progress(value: unknown): void {
+    this.reportProgress(value);
   }
 }

@@ -14,17 +14,30 @@ import { errorMessage } from '../common/error-message.js';
 import { isRejectedData } from '../database/rejected-data.js';
 import { StepContextImpl } from './step-context.js';
 import type { CycloneStats } from '../runtime/cyclone-stats.js';
+import type { AttemptOutcome } from '../runtime/engine-events.js';
+import type { AttemptEnd, CycloneTracer } from '../tracing/cyclone-tracer.js';
+import { ProgressReporter } from './progress-reporter.js';
 
 export interface ExecutionDeps {
   database: CycloneDatabase;
+  queue: string;
   owner: string;
   leaseTtlMs: number;
   maxPayloadBytes: number;
   stats: CycloneStats;
   completions: CompletionBatcher;
+  tracer: CycloneTracer;
 }
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown } | { abandoned: true };
+
+/** What recording an attempt's outcome did: for its span, and for the engine's observers. */
+interface Recorded extends AttemptEnd {
+  outputJson?: string;
+}
+
+/** Outcomes that observers hear of; the others changed nothing (or nothing this worker could write). */
+const OBSERVED: ReadonlySet<string> = new Set<AttemptOutcome>(['completed', 'retried', 'discarded', 'snoozed', 'cancelled']);
 
 /**
  * How long a handler may keep running after its signal aborted before the
@@ -49,6 +62,7 @@ export class StepExecution {
   private deadlineTimer?: NodeJS.Timeout;
   private abandonTimer?: NodeJS.Timeout;
   private abandon?: () => void;
+  private progressReporter?: ProgressReporter;
   /** Set once the step is handed back at shutdown: nothing else may be written. */
   handedBack = false;
 
@@ -61,6 +75,7 @@ export class StepExecution {
     this.handlerDone = new Promise((resolve) => {
       this.settleHandler = () => {
         this.returned = true;
+        this.progressReporter?.stop();
         resolve();
       };
     });
@@ -108,23 +123,64 @@ export class StepExecution {
       this.deadlineTimer = setTimeout(() => this.abort('timeout'), timeoutMs);
     }
     this.heartbeat.start();
-    const ctx = new StepContextImpl(this.row, this.controller.signal, deadline, this.logger);
+    const { stats, tracer, queue } = this.deps;
+    stats.events.stepStarted({ queue, kind: this.row.kind, waitMs: this.row.wait_ms });
+    const span = tracer.attempt(this.row, queue);
+    const ctx = new StepContextImpl(this.row, this.controller.signal, deadline, this.logger, (value) => this.progress(value));
+    let end: AttemptEnd = { outcome: 'unrecorded', failed: false };
     try {
-      const outcome = await this.call(ctx);
+      const startedAt = performance.now();
+      const outcome = await span.run(() => this.call(ctx));
       this.settleHandler();
-      await this.record(outcome);
+      stats.events.handlerRan({ queue, kind: this.row.kind, durationMs: performance.now() - startedAt });
+      const recorded = await this.record(outcome);
+      end = recorded;
+      if (OBSERVED.has(recorded.outcome)) this.tell(recorded);
     } catch (err) {
       // Recording failed (the database is unreachable): the lease will expire
       // and the sweep hands the step to a live worker.
+      end = { outcome: 'unrecorded', failed: false, error: (err as Error).message };
       this.logger.error(
         `Could not record the outcome of step ${this.row.node_id} (run ${this.row.run_id}): ${(err as Error).message}`,
       );
     } finally {
       this.settleHandler();
+      span.end(end);
       this.heartbeat.stop();
       clearTimeout(this.deadlineTimer);
       clearTimeout(this.abandonTimer);
     }
+  }
+
+  /** Tells the engine's observers (metrics, step event listeners) what the attempt's outcome was, once committed. */
+  private tell(recorded: Recorded): void {
+    this.deps.stats.events.stepFinished({
+      runId: this.row.run_id,
+      nodeId: this.row.node_id,
+      kind: this.row.kind,
+      queue: this.deps.queue,
+      attempt: this.row.attempt,
+      outcome: recorded.outcome as AttemptOutcome,
+      failed: recorded.failed,
+      outputJson: recorded.outputJson,
+      error: recorded.error,
+      errorKind: recorded.errorKind,
+    });
+  }
+
+  /** `ctx.progress`: checked now, written throttled while the handler runs. */
+  private progress(value: unknown): void {
+    const json = toJson(value, 'progress', this.deps.maxPayloadBytes);
+    if (this.returned) return;
+    this.progressReporter ??= new ProgressReporter(
+      this.row,
+      this.deps.database,
+      this.deps.owner,
+      // The heartbeat's interval: progress never writes more often than renewals do.
+      this.deps.leaseTtlMs / 3,
+      this.logger,
+    );
+    this.progressReporter.report(json);
   }
 
   private call(ctx: StepContextImpl): Promise<Outcome> {
@@ -140,60 +196,67 @@ export class StepExecution {
     return Promise.race([handled, abandoned]);
   }
 
-  private async record(outcome: Outcome): Promise<void> {
+  private async record(outcome: Outcome): Promise<Recorded> {
     const reason = this.aborted;
-    if (this.handedBack || reason === 'shutdown') return;
+    if (this.handedBack || reason === 'shutdown') return { outcome: 'handed_back', failed: false };
+    // The run was cancelled (the step is, for good): there is nothing left to write.
+    if (reason === 'cancelled') return { outcome: 'cancelled', failed: false };
+    const thrown = 'ok' in outcome && !outcome.ok ? outcome.error : undefined;
     if (reason === 'timeout') {
       // Past its deadline the attempt has timed out, whatever the handler returned.
-      return this.fail(`Step timed out after ${this.row.timeout_ms} ms`, 'timeout');
+      return this.fail(`Step timed out after ${this.row.timeout_ms} ms`, 'timeout', thrown);
     }
-    if ('abandoned' in outcome) return;
+    if ('abandoned' in outcome) return { outcome: 'lease_lost', failed: false };
     if (!outcome.ok) {
       const { error } = outcome;
-      if (error instanceof PermanentError) return this.fail(error.message, 'permanent');
-      return this.fail(errorMessage(error), 'error');
+      if (error instanceof PermanentError) return this.fail(error.message, 'permanent', error);
+      return this.fail(errorMessage(error), 'error', error);
     }
     if (outcome.value instanceof Snooze) return this.snooze(outcome.value.delayMs);
     let output: string;
     try {
       output = toJson(outcome.value ?? null, 'output', this.deps.maxPayloadBytes);
     } catch (err) {
-      return this.fail((err as Error).message, 'error');
+      return this.fail((err as Error).message, 'error', err);
     }
     let completed: boolean;
     try {
       completed = await this.deps.completions.complete(this.row.run_id, this.row.id, this.row.lease_generation, output);
     } catch (err) {
       // The database refused this output: a failed attempt, like a handler error.
-      if (isRejectedData(err)) return this.fail(`The output could not be stored: ${(err as Error).message}`, 'error');
+      if (isRejectedData(err)) return this.fail(`The output could not be stored: ${(err as Error).message}`, 'error', err);
       throw err;
     }
-    if (!completed) this.logDropped('completion');
+    if (!completed) return this.dropped('completion');
+    return { outcome: 'completed', failed: false, outputJson: output };
   }
 
-  private async fail(message: string, kind: 'error' | 'permanent' | 'timeout'): Promise<void> {
+  private async fail(message: string, kind: 'error' | 'permanent' | 'timeout', thrown: unknown): Promise<Recorded> {
     const backoff = retryDelay(this.step, this.row.attempt, this.logger);
     const { rows } = await this.deps.database.query(FAIL_STEP, [...this.lease(), message, kind, backoff]);
     const state = rows[0].state as string | null;
-    if (state === null) return this.logDropped('failure');
+    if (state === null) return this.dropped('failure');
     this.logger.warn(
       `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${message}; ` +
         (state === 'discarded' ? 'discarded' : `retrying in ${backoff} ms`),
     );
+    return { outcome: state === 'discarded' ? 'discarded' : 'retried', failed: true, error: message, errorKind: kind, thrown };
   }
 
-  private async snooze(delayMs: number): Promise<void> {
+  private async snooze(delayMs: number): Promise<Recorded> {
     const { rows } = await this.deps.database.query(SNOOZE_STEP, [...this.lease(), delayMs]);
-    if (!rows[0].ok) this.logDropped('snooze');
+    if (!rows[0].ok) return this.dropped('snooze');
+    return { outcome: 'snoozed', failed: false };
   }
 
   private lease(): [string, string, string, string] {
     return [this.row.run_id, this.row.id, this.deps.owner, this.row.lease_generation];
   }
 
-  private logDropped(what: string): void {
+  private dropped(what: string): Recorded {
     this.logger.debug(
       `Dropped the ${what} of step ${this.row.node_id} (run ${this.row.run_id}): the step is no longer this worker's lease`,
     );
+    return { outcome: 'lease_lost', failed: false };
   }
 }

@@ -12,6 +12,7 @@ import { HAND_BACK } from '../sql/lease.sql.js';
 import { WAKE_CHANNEL } from '../sql/names.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
+import { CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { QueueWorker } from './queue-worker.js';
 
@@ -41,6 +42,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly stats: CycloneStats,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
+    private readonly tracer: CycloneTracer,
   ) {
     this.completions = new CompletionBatcher(database, stats.clientId);
     const [min, max] = options.pollIntervalMs;
@@ -55,11 +57,13 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
         queue,
         new QueueWorker(queue, slots, this.registry, {
           database: this.database,
+          queue,
           owner: this.stats.clientId,
           leaseTtlMs: this.options.leaseTtlMs,
           maxPayloadBytes: this.options.maxPayloadBytes,
           stats: this.stats,
           completions: this.completions,
+          tracer: this.tracer,
         }),
       );
     }

@@ -1,0 +1,75 @@
+-- Undoes 0003-observability.sql: the columns go, and cyclone_start_workflow
+-- returns to its version-1 signature and body.
+DROP FUNCTION IF EXISTS cyclone_start_workflow(uuid, text, jsonb, jsonb, text, text, bigint, jsonb, jsonb);
+-- Starts a workflow run: the run with its graph, one pending row per node,
+-- then routing makes the roots move. Returns NULL when the unique key is held
+-- by an unfinished run (nothing is written).
+CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb,
+                                                  p_queue text, p_unique_key text, p_retention_ms bigint,
+                                                  p_nodes jsonb)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_unique_key IS NOT NULL THEN
+    INSERT INTO cyclone_unique_keys (unique_key, run_id) VALUES (p_unique_key, p_run_id) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
+  END IF;
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond');
+
+  INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
+                             max_attempts, max_reclaims, timeout)
+  SELECT p_run_id, n.node_id, n.kind, n.node_type, n.queue, n.priority, 'pending', n.depends_on,
+         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond'
+    FROM jsonb_to_recordset(p_nodes) AS n(node_id text, kind text, node_type text, queue text, priority smallint,
+                                         depends_on text[], max_attempts integer, max_reclaims integer,
+                                         timeout_ms bigint);
+
+  PERFORM cyclone_release_successors(ARRAY[p_run_id]);
+  RETURN p_run_id;
+END $$;
+
+-- The claim of version 1.
+DROP FUNCTION IF EXISTS cyclone_claim_steps(text, text[], integer, text, bigint);
+CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
+                                               p_lease_ttl_ms bigint)
+RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
+               reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH picked AS (
+    SELECT c.run_id, c.id FROM cyclone_steps c
+     WHERE c.state = 'available' AND c.queue = p_queue AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+       AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
+     ORDER BY c.priority DESC, c.scheduled_at, c.id
+     LIMIT p_limit
+     FOR UPDATE SKIP LOCKED
+  )
+  UPDATE cyclone_steps s
+     SET state = 'running',
+         lease_owner = p_owner,
+         lease_generation = s.lease_generation + 1,
+         lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
+         started_at = now(),
+         heartbeat_at = now(),
+         updated_at = now()
+    FROM picked, cyclone_runs r
+   WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
+  RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
+            (extract(epoch FROM s.timeout) * 1000)::bigint,
+            r.input,
+            CASE WHEN cardinality(s.depends_on) > 0 THEN
+              (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
+                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+            END;
+END $$;
+
+ALTER TABLE cyclone_runs DROP COLUMN IF EXISTS trace_context;
+ALTER TABLE cyclone_steps DROP COLUMN IF EXISTS progress;
+DELETE FROM cyclone_schema_migrations WHERE version = 3;

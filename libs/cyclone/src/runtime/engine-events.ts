@@ -1,0 +1,118 @@
+import { Logger } from '@nestjs/common';
+import type { ErrorKind } from '../sql/names.js';
+
+/** Jobs this client inserted, once their insert returned (for `enqueueTx`, before the caller's commit). */
+export interface JobsEnqueued {
+  queue: string;
+  kind: string;
+  count: number;
+}
+
+export interface WorkflowStarted {
+  queue: string;
+  workflow: string;
+}
+
+/** A step this client's workers claimed. */
+export interface StepStarted {
+  queue: string;
+  kind: string;
+  /** From when it was due (`scheduled_at`) to its claim, on the database clock. */
+  waitMs: number;
+}
+
+/** A handler of this client's that returned, threw, or was given up on. */
+export interface HandlerRan {
+  queue: string;
+  kind: string;
+  durationMs: number;
+}
+
+/**
+ * What became of an attempt: its step completed, was retried after a failure
+ * or discarded, snoozed, cancelled under it, or reclaimed from a worker that
+ * stopped heartbeating.
+ */
+export type AttemptOutcome = 'completed' | 'retried' | 'discarded' | 'snoozed' | 'cancelled' | 'reclaimed';
+
+/**
+ * An attempt whose outcome this client committed (or, for `cancelled`,
+ * learned): its worker's, or its recovery sweep's.
+ */
+export interface StepFinished {
+  runId: string;
+  nodeId: string;
+  kind: string;
+  queue: string;
+  attempt: number;
+  outcome: AttemptOutcome;
+  /** The attempt ended in an error or a timeout (then `retried` or `discarded` says what followed). */
+  failed: boolean;
+  /** The stored output, as JSON text, of a completed step. */
+  outputJson?: string;
+  error?: string;
+  errorKind?: ErrorKind;
+}
+
+/** Something that wants to know what the engine does: metrics, `@OnStepEvent` listeners. */
+export interface EngineObserver {
+  jobsEnqueued?(event: JobsEnqueued): void;
+  workflowStarted?(event: WorkflowStarted): void;
+  stepStarted?(event: StepStarted): void;
+  handlerRan?(event: HandlerRan): void;
+  stepFinished?(event: StepFinished): void;
+}
+
+/**
+ * The in-process feed of what this client's engine did, for observers that
+ * count it (metrics) or act on it (step event listeners). Called on the hot
+ * paths, so it costs a loop over the observers and nothing more; an
+ * observer's failure is logged and never reaches the step it reports on.
+ */
+export class EngineEvents {
+  private readonly logger = new Logger('Cyclone');
+  private observers: EngineObserver[] = [];
+
+  /** Adds an observer; returns the function that removes it. */
+  observe(observer: EngineObserver): () => void {
+    this.observers = [...this.observers, observer];
+    return () => {
+      this.observers = this.observers.filter((o) => o !== observer);
+    };
+  }
+
+  /** Whether anyone listens: an event that costs a query to describe is described only then. */
+  get observed(): boolean {
+    return this.observers.length > 0;
+  }
+
+  jobsEnqueued(event: JobsEnqueued): void {
+    this.tell('jobsEnqueued', event);
+  }
+
+  workflowStarted(event: WorkflowStarted): void {
+    this.tell('workflowStarted', event);
+  }
+
+  stepStarted(event: StepStarted): void {
+    this.tell('stepStarted', event);
+  }
+
+  handlerRan(event: HandlerRan): void {
+    this.tell('handlerRan', event);
+  }
+
+  stepFinished(event: StepFinished): void {
+    this.tell('stepFinished', event);
+  }
+
+  private tell<K extends keyof EngineObserver>(what: K, event: Parameters<NonNullable<EngineObserver[K]>>[0]): void {
+    for (const observer of this.observers) {
+      try {
+        (observer[what] as ((e: typeof event) => void) | undefined)?.call(observer, event);
+      } catch (err) {
+        this.logger.error(`An observer of Cyclone's events failed on ${what}: ${(err as Error)?.message ?? String(err)}`);
+      }
+    }
+  }
+}
