@@ -220,7 +220,7 @@ describe('CycloneMetricsModule gauges', () => {
 
     // The backlog goes: the next samples say so with zeros.
     probe.releaseAll();
-    await sql(env, `DELETE FROM cyclone_runs WHERE queue = 'parked'`);
+    await sql(env, `DELETE FROM cyclone_steps WHERE queue = 'parked'; DELETE FROM cyclone_runs WHERE queue = 'parked'`);
     const after = await scrapeUntil(
       registry,
       'a sample without the parked steps',
