@@ -74,14 +74,16 @@ async function start(options: StartOptions): Promise<SystemHandle> {
 export const runner: Runner = {
   system: 'pg-boss',
   describe: (workers, pool, crash) => {
-    if (workers === 0) return `pg-boss ${VERSION}: new PgBoss({ connectionString, max: ${pool} }); boss.send, bulk boss.insert`;
-    const { loops, batchSize } = shape(workers);
-    return (
+    const setup =
       `pg-boss ${VERSION}: new PgBoss({ connectionString, max: ${pool}, useListenNotify: true` +
       (crash ? `, superviseIntervalSeconds: ${CRASH_SUPERVISE_SECONDS}, monitorIntervalSeconds: ${CRASH_SUPERVISE_SECONDS}` : '') +
       ` }); createQueue({ notify: true` +
       (crash ? `, expireInSeconds: ${CRASH_EXPIRE_SECONDS}, retryLimit: 100, retryDelay: 0` : '') +
-      ` }); boss.work({ localConcurrency: ${loops}, batchSize: ${batchSize}, burstWhenBatchFull: true, ` +
+      ' })';
+    if (workers === 0) return `${setup}; boss.send (each send NOTIFYs), bulk boss.insert`;
+    const { loops, batchSize } = shape(workers);
+    return (
+      `${setup}; boss.work({ localConcurrency: ${loops}, batchSize: ${batchSize}, burstWhenBatchFull: true, ` +
       `notifyPollingIntervalSeconds: ${NOTIFY_POLLING_INTERVAL_SECONDS}, includeMetadata: true }) = ${loops * batchSize} jobs in flight, ` +
       `each batch run with Promise.all and completed in one statement; NOTIFY wake-ups, polling as the backstop; ` +
       `boss.send for producers, bulk seed with boss.insert`
