@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: Cyclone beside pg-boss and graphile-worker on one embedded
+ * `npm run bench`: Cyclone beside pg-boss, graphile-worker and BullMQ on one embedded
  * PostgreSQL, the workloads of SPEC §9, each run in its own process on a fresh
  * database, systems interleaved, repeated; pgbench simple-update on the same
  * server as the commit ceiling; then the crash (W5) and history (W6) runs.
@@ -103,6 +103,10 @@ function crashParams(quick: boolean): CrashParams {
 }
 
 async function main(): Promise<void> {
+  // Every system runs on this process's Node (children get process.execPath), which the peers need to be 22.
+  if (Number(process.versions.node.split('.')[0]) < 22) {
+    throw new Error(`Node ${process.version}: start the bench with npm run bench, which runs it on the Node 22 of bench/node`);
+  }
   const args = parseArgs(process.argv.slice(2));
   mkdirSync(join(resultsDir, 'logs'), { recursive: true });
   const logPath = join(resultsDir, 'logs', 'children.log');

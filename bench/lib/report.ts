@@ -38,6 +38,7 @@ const LABEL: Record<SystemName, string> = {
   'cyclone-observed': 'Cyclone observed',
   'pg-boss': 'pg-boss',
   'graphile-worker': 'graphile-worker',
+  bullmq: 'BullMQ',
 };
 
 interface Row {
@@ -149,7 +150,7 @@ export function renderMarkdown(r: BenchReport): string {
         `during the first ${cp.killPhaseMs / 1000} s of the run the process that has been up longest is SIGKILLed every ${cp.killEveryMs / 1000} s ` +
         `and a new one started at once; then the workers are left to finish. Each handler records its invocation, ` +
         `then writes a side effect keyed by job and fenced by the job's token (Cyclone: fencingToken; pg-boss: retryCount; ` +
-        `graphile-worker: attempts). One run per system.`,
+        `graphile-worker: attempts; BullMQ: attemptsStarted). One run per system.`,
     );
     out.push('');
     out.push('| system | kills | lost | applied twice | extra invocations | fenced writes refused | jobs held by killed workers | of them claimable again in the run | kill→claimable p50 | p99 | worker boot p50 | run |');
@@ -295,7 +296,7 @@ export function renderMarkdown(r: BenchReport): string {
   out.push(
     `- Pools: every system gets the connection pool Cyclone sizes for itself at that worker count (Cyclone: 10 + workers/4 + 1), ` +
       `so no system has more connections than another. W1 seeds with each system's bulk insert (Cyclone enqueueMany, pg-boss insert, ` +
-      `graphile-worker addJobs) and times only the drain, from the first handler start until the database shows every job completed. ` +
+      `graphile-worker addJobs, BullMQ addBulk) and times only the drain, from the first handler start until the database shows every job completed. ` +
       `W3 measures from just before the enqueue call to the handler's start, both in one process.`,
   );
   out.push('');

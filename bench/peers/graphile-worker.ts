@@ -1,6 +1,9 @@
 import { EventEmitter } from 'node:events';
 import { Logger, makeWorkerUtils, run, type WorkerEvents } from 'graphile-worker';
-import { JOB_KIND, type BenchPayload, type Runner, type StartOptions, type SystemHandle } from './types.js';
+import { JOB_KIND, type BenchPayload, type Runner, type StartOptions, type SystemHandle } from '../runners/types.js';
+import { peerVersion } from './version.js';
+
+const VERSION = peerVersion('graphile-worker');
 
 /** graphile-worker's documented fast configuration (worker.graphile.org/docs/performance). */
 const LOCAL_QUEUE_SIZE = 500;
@@ -73,8 +76,8 @@ export const runner: Runner = {
   system: 'graphile-worker',
   describe: (workers, pool) =>
     workers === 0
-      ? `makeWorkerUtils({ connectionString, maxPoolSize: ${pool} }); addJob`
-      : `run({ concurrency: ${workers}, maxPoolSize: ${pool}, preset: { worker: { localQueue: { size: ${LOCAL_QUEUE_SIZE} }, ` +
+      ? `graphile-worker ${VERSION}: makeWorkerUtils({ connectionString, maxPoolSize: ${pool} }); addJob, bulk addJobs`
+      : `graphile-worker ${VERSION}: run({ concurrency: ${workers}, maxPoolSize: ${pool}, preset: { worker: { localQueue: { size: ${LOCAL_QUEUE_SIZE} }, ` +
         `completeJobBatchDelay: ${COMPLETE_JOB_BATCH_DELAY}, failJobBatchDelay: ${FAIL_JOB_BATCH_DELAY} } } }) ` +
         `(the batching options of its performance page; LISTEN/NOTIFY wake-ups, pollInterval 2 s default); ` +
         `runner.addJob for producers, bulk seed with workerUtils.addJobs`,
