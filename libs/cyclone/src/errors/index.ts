@@ -1,4 +1,5 @@
 export * from './cyclone.error.js';
+export * from './database-unavailable.error.js';
 export * from './duplicate-step.error.js';
 export * from './duplicate.error.js';
 export * from './embedded-database.error.js';
@@ -9,6 +10,7 @@ export * from './invalid-step-host.error.js';
 export * from './invalid-workflow.error.js';
 export * from './missing-dependency.error.js';
 export * from './not-in-transaction.error.js';
+export * from './outcome-unknown.error.js';
 export * from './permanent.error.js';
 export * from './result-timeout.error.js';
 export * from './run-cancelled.error.js';

@@ -1,15 +1,23 @@
-import type { CycloneConnectionOptions, CycloneModuleOptions } from './cyclone-module-options.interface.js';
+import type {
+  ConnectRetryOptions,
+  CycloneConnectionOptions,
+  CycloneModuleOptions,
+} from './cyclone-module-options.interface.js';
 import { toMs } from '../common/duration.js';
-import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { checkInteger, checkName, checkOptions } from '../common/validate.js';
+import { describeValue } from '../cyclone.messages.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { WorkflowDefinition } from '../definitions/define-workflow.js';
 import {
+  DEFAULT_CONNECT_ATTEMPTS,
+  DEFAULT_CONNECT_DELAY_MS,
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_QUEUE,
   DEFAULT_RETENTION_MS,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
+  DEFAULT_STATEMENT_TIMEOUT_MS,
   DEFAULT_WORKERS,
 } from '../cyclone.constants.js';
 
@@ -29,6 +37,9 @@ export interface ResolvedOptions {
   maxPayloadBytes: number;
   poolSize: number;
   workflows: WorkflowDefinition[];
+  connectRetry: { attempts: number; delayMs: number };
+  /** 0: the server's own setting. */
+  statementTimeoutMs: number;
 }
 
 const KNOWN = [
@@ -43,21 +54,32 @@ const KNOWN = [
   'retention',
   'maxPayloadBytes',
   'workflows',
+  'connectRetry',
+  'statementTimeout',
   'isGlobal',
 ] as const;
 
 /** Validates module options at startup so that a typo fails the boot, not a job at 3 a.m. */
-export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOptions {
-  checkKnownKeys('CycloneModule options', options, KNOWN);
+export function resolveOptions(given: CycloneModuleOptions = {}): ResolvedOptions {
+  const options = checkOptions<CycloneModuleOptions>(given, 'CycloneModule options', KNOWN);
+  const retry = checkOptions<ConnectRetryOptions>(options.connectRetry, 'connectRetry option', ['attempts', 'delay']);
   const queues = new Map<string, number>();
-  for (const [name, queue] of Object.entries(options.queues ?? { [DEFAULT_QUEUE]: { workers: DEFAULT_WORKERS } })) {
+  const queueOptions = options.queues ?? { [DEFAULT_QUEUE]: { workers: DEFAULT_WORKERS } };
+  if (typeof queueOptions !== 'object' || queueOptions === null || Array.isArray(queueOptions)) {
+    throw new InvalidOptionError(`Option "queues" must be an object such as { default: { workers: 10 } }; got ${describeValue(queueOptions)}.`);
+  }
+  for (const [name, queue] of Object.entries(queueOptions)) {
     checkName(name, 'queues');
     if (typeof queue !== 'object' || queue === null) {
       throw new InvalidOptionError(`Option "queues.${name}" must be an object such as { workers: 10 }.`);
     }
     queues.set(name, checkInteger(queue.workers, `queues.${name}.workers`, 0, 10_000));
   }
-  const [minPoll, maxPoll] = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  if (!Array.isArray(pollInterval) || pollInterval.length !== 2) {
+    throw new InvalidOptionError(`Option "pollInterval" must be [min, max], such as ['100ms', '1s']; got ${describeValue(pollInterval)}.`);
+  }
+  const [minPoll, maxPoll] = pollInterval;
   const pollIntervalMs: [number, number] = [toMs(minPoll, 'pollInterval[0]'), toMs(maxPoll, 'pollInterval[1]')];
   if (pollIntervalMs[0] <= 0 || pollIntervalMs[1] < pollIntervalMs[0]) {
     throw new InvalidOptionError(
@@ -68,8 +90,13 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
   if (leaseTtlMs < 30) throw new InvalidOptionError(`Option "leaseTtl" must be at least 30 ms; got ${leaseTtlMs} ms.`);
   const migrationsRun = options.migrationsRun ?? true;
   if (migrationsRun !== true && migrationsRun !== false && migrationsRun !== 'verify') {
-    throw new InvalidOptionError(`Option "migrationsRun" must be true, false or 'verify'; got ${String(migrationsRun)}.`);
+    throw new InvalidOptionError(`Option "migrationsRun" must be true, false or 'verify'; got ${describeValue(migrationsRun)}.`);
   }
+  const runWorkers = options.runWorkers ?? true;
+  if (typeof runWorkers !== 'boolean') {
+    throw new InvalidOptionError(`Option "runWorkers" must be true or false; got ${describeValue(runWorkers)}.`);
+  }
+  const connection = checkConnection(options.connection);
   const workers = [...queues.values()].reduce((a, b) => a + b, 0);
   const workflows = options.workflows ?? [];
   if (!Array.isArray(workflows) || workflows.some((w) => !(w instanceof WorkflowDefinition))) {
@@ -78,7 +105,7 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     );
   }
   return {
-    connection: options.connection,
+    connection,
     queues,
     queuesConfigured: options.queues !== undefined,
     leaseTtlMs,
@@ -86,7 +113,7 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     maxReclaims:
       options.maxReclaims === undefined ? null : checkInteger(options.maxReclaims, 'maxReclaims', 0, 1_000_000),
     shutdownTimeoutMs: toMs(options.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS, 'shutdownTimeout'),
-    runWorkers: options.runWorkers ?? true,
+    runWorkers,
     migrationsRun,
     retentionMs: toMs(options.retention ?? DEFAULT_RETENTION_MS, 'retention'),
     maxPayloadBytes: checkInteger(
@@ -99,5 +126,27 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     // heartbeats borrow one briefly. A few per queue plus headroom for enqueues.
     poolSize: Math.min(10 + Math.ceil(workers / 4) + queues.size, 50),
     workflows,
+    connectRetry: {
+      attempts: checkInteger(retry.attempts ?? DEFAULT_CONNECT_ATTEMPTS, 'connectRetry.attempts', 1, 1_000),
+      delayMs: toMs(retry.delay ?? DEFAULT_CONNECT_DELAY_MS, 'connectRetry.delay'),
+    },
+    statementTimeoutMs: toMs(options.statementTimeout ?? DEFAULT_STATEMENT_TIMEOUT_MS, 'statementTimeout'),
   };
+}
+
+/** `{ url }` with a string, or `{ dataSource }` with a TypeORM DataSource; left out, the environment decides. */
+function checkConnection(value: unknown): CycloneConnectionOptions | undefined {
+  const connection = checkOptions<{ url?: unknown; dataSource?: unknown }>(value, 'connection option', ['url', 'dataSource']);
+  if (value === undefined) return undefined;
+  if ('dataSource' in connection) {
+    const dataSource = connection.dataSource as { options?: { type?: unknown }; initialize?: unknown } | null;
+    if ('url' in connection || typeof dataSource?.initialize !== 'function') {
+      throw new InvalidOptionError('Option "connection" must be { url } or { dataSource } with a TypeORM DataSource, not both.');
+    }
+    return value as CycloneConnectionOptions;
+  }
+  if (connection.url !== undefined && (typeof connection.url !== 'string' || connection.url.trim() === '')) {
+    throw new InvalidOptionError(`Option "connection.url" must be a PostgreSQL URL such as postgres://user:password@host:5432/db; got ${describeValue(connection.url)}.`);
+  }
+  return value as CycloneConnectionOptions;
 }

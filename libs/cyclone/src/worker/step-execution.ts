@@ -12,6 +12,8 @@ import { Heartbeat } from './heartbeat.js';
 import { retryDelay } from '../steps/retry-policy.js';
 import { errorMessage } from '../common/error-message.js';
 import { isRejectedData } from '../database/rejected-data.js';
+import { storableText } from '../common/storable-text.js';
+import { messages } from '../cyclone.messages.js';
 import { StepContextImpl } from './step-context.js';
 import type { CycloneStats } from '../runtime/cyclone-stats.js';
 
@@ -117,7 +119,7 @@ export class StepExecution {
       // Recording failed (the database is unreachable): the lease will expire
       // and the sweep hands the step to a live worker.
       this.logger.error(
-        `Could not record the outcome of step ${this.row.node_id} (run ${this.row.run_id}): ${(err as Error).message}`,
+        `Could not record the outcome of step ${this.row.node_id} (run ${this.row.run_id}): ${errorMessage(err)}`,
       );
     } finally {
       this.settleHandler();
@@ -150,7 +152,7 @@ export class StepExecution {
     if ('abandoned' in outcome) return;
     if (!outcome.ok) {
       const { error } = outcome;
-      if (error instanceof PermanentError) return this.fail(error.message, 'permanent');
+      if (error instanceof PermanentError) return this.fail(errorMessage(error), 'permanent');
       return this.fail(errorMessage(error), 'error');
     }
     if (outcome.value instanceof Snooze) return this.snooze(outcome.value.delayMs);
@@ -171,14 +173,30 @@ export class StepExecution {
     if (!completed) this.logDropped('completion');
   }
 
+  /**
+   * Records a failed attempt. A failure must be recorded whatever its error
+   * says, or the step stays running until its lease expires and is run again
+   * without consuming an attempt, forever: so the text is made storable, and
+   * if the database still refuses it, a text of ours is stored instead.
+   */
   private async fail(message: string, kind: 'error' | 'permanent' | 'timeout'): Promise<void> {
     const backoff = retryDelay(this.step, this.row.attempt, this.logger);
-    const { rows } = await this.deps.database.query(FAIL_STEP, [...this.lease(), message, kind, backoff]);
-    const state = rows[0].state as string | null;
+    const write = (text: string) => this.deps.database.query(FAIL_STEP, [...this.lease(), text, kind, backoff]);
+    let rows: { state: string | null }[];
+    try {
+      ({ rows } = await write(storableText(message)));
+    } catch (err) {
+      if (!isRejectedData(err)) throw err;
+      ({ rows } = await write(storableText(messages.unstorableError(errorMessage(err)))));
+    }
+    const state = rows[0].state;
     if (state === null) return this.logDropped('failure');
     this.logger.warn(
-      `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${message}; ` +
-        (state === 'discarded' ? 'discarded' : `retrying in ${backoff} ms`),
+      `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${storableText(message)}; ` +
+        (state === 'discarded'
+          ? 'discarded'
+          : // A backoff of its own was stored with the step (it may draw a different delay each call).
+            `retrying ${this.step.backoff ? 'after its backoff' : `in ${backoff} ms`}`),
     );
   }
 

@@ -1,0 +1,47 @@
+-- The body of this function before migration 2, for 0002-step-backoff.down.sql; the live one is in sql/functions/.
+-- A failed attempt: consumed, then retried after p_retry_delay_ms or, when
+-- attempts are exhausted or the error is permanent, discarded. An attempt
+-- whose timeout elapsed on the database clock is recorded as a timeout
+-- whatever the handler threw. A compare-and-set on the lease, under the run
+-- lock. Returns the step's new state, or NULL when the lease was lost.
+CREATE OR REPLACE FUNCTION cyclone_fail_step(p_step_id bigint, p_owner text, p_generation bigint,
+                                             p_error text, p_error_kind text, p_retry_delay_ms bigint)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_run_id uuid;
+  v_state  text;
+BEGIN
+  v_run_id := cyclone_lock_run_of(p_step_id);
+  IF v_run_id IS NULL THEN
+    RETURN NULL;
+  END IF;
+
+  UPDATE cyclone_steps s
+     SET state        = f.next_state,
+         attempt      = CASE WHEN f.next_state = 'discarded' THEN s.attempt ELSE s.attempt + 1 END,
+         scheduled_at = CASE WHEN f.next_state = 'discarded' THEN s.scheduled_at
+                             ELSE now() + p_retry_delay_ms * interval '1 millisecond' END,
+         finished_at  = CASE WHEN f.next_state = 'discarded' THEN now() END,
+         error        = p_error,
+         error_kind   = f.error_kind,
+         lease_owner  = NULL,
+         lease_expiry = NULL,
+         updated_at   = now()
+    FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
+                      ELSE p_error_kind END AS error_kind,
+                 CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
+                      ELSE 'available' END AS next_state
+            FROM cyclone_steps WHERE id = p_step_id) f
+   WHERE s.id = p_step_id AND s.state = 'running'
+     AND s.lease_owner = p_owner AND s.lease_generation = p_generation
+  RETURNING s.state INTO v_state;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+
+  IF v_state = 'discarded' THEN
+    PERFORM cyclone_settle_run(v_run_id);
+  END IF;
+  RETURN v_state;
+END $$;

@@ -1,0 +1,28 @@
+-- The body of this function before migration 2, for 0002-step-backoff.down.sql; the live one is in sql/functions/.
+-- Starts a workflow run: the run with its graph, one pending row per node,
+-- then routing makes the roots move. Returns NULL when the unique key is held
+-- by an unfinished run (nothing is written).
+CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb,
+                                                  p_queue text, p_unique_key text, p_retention_ms bigint,
+                                                  p_nodes jsonb)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond')
+  ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL AND state IN ('running', 'paused') DO NOTHING;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+
+  INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
+                             max_attempts, max_reclaims, timeout)
+  SELECT p_run_id, n.node_id, n.kind, n.node_type, n.queue, n.priority, 'pending', n.depends_on,
+         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond'
+    FROM jsonb_to_recordset(p_nodes) AS n(node_id text, kind text, node_type text, queue text, priority smallint,
+                                         depends_on text[], max_attempts integer, max_reclaims integer,
+                                         timeout_ms bigint);
+
+  PERFORM cyclone_release_successors(ARRAY[p_run_id]);
+  RETURN p_run_id;
+END $$;
