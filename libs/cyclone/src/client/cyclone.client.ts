@@ -54,6 +54,7 @@ import { enqueueJobValues, jobParams, type NewJob } from '../steps/job-params.js
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
 import { uuid7 } from '../common/uuid7.js';
+import { errorMessage } from '../common/error-message.js';
 
 type Kind = string | StepRef<any, any>;
 /** Runs a statement where the call belongs: on the pool, or in a caller's transaction. */
@@ -460,13 +461,19 @@ function checkRunId(runId: unknown): string {
 }
 
 function checkInputList(inputs: unknown): unknown[] {
-  if (!Array.isArray(inputs)) throw new InvalidOptionError(`enqueueMany takes an array of inputs; got ${describeValue(inputs)}.`);
+  let list: unknown[] | undefined;
+  let failure: unknown;
   try {
-    // A copy, read once: a proxy or an array changed meanwhile cannot make the ids and the inputs disagree.
-    return Array.from(inputs);
+    // A copy, read once: a proxy, or an array changed meanwhile, cannot make the ids and the inputs disagree.
+    if (Array.isArray(inputs)) list = Array.from(inputs);
   } catch (err) {
-    throw new InvalidOptionError(`Reading the inputs given to enqueueMany threw: ${describeValue(err)}.`, err);
+    failure = err;
   }
+  if (!list) {
+    const got = failure === undefined ? describeValue(inputs) : `a value that cannot be read (${errorMessage(failure)})`;
+    throw new InvalidOptionError(`enqueueMany takes an array of inputs; got ${got}.`, failure);
+  }
+  return list;
 }
 
 /**

@@ -42,13 +42,15 @@ export function checkKnownKeys(where: string, value: object, known: readonly str
  */
 export function checkOptions<T extends object>(value: unknown, where: string, known: readonly string[]): T {
   if (value === undefined) return {} as T;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new InvalidOptionError(messages.notAnOptionsObject(where, value));
-  }
   let keys: string[];
   try {
+    if (typeof value !== 'object' || value === null || !isRecord(value)) {
+      throw new InvalidOptionError(messages.notAnOptionsObject(where, value));
+    }
     keys = Object.keys(value);
   } catch (err) {
+    if (err instanceof InvalidOptionError) throw err;
+    // A proxy whose traps throw.
     throw new InvalidOptionError(messages.notAnOptionsObject(where, value), err);
   }
   const copy: Record<string, unknown> = {};
@@ -61,4 +63,19 @@ export function checkOptions<T extends object>(value: unknown, where: string, kn
     }
   }
   return copy as T;
+}
+
+/** An object that holds options as its own keys: not an array, nor a Map, Set, Date or boxed value, whose keys JSON ignores. */
+function isRecord(value: object): boolean {
+  return !(
+    Array.isArray(value) ||
+    value instanceof Map ||
+    value instanceof Set ||
+    value instanceof Date ||
+    value instanceof RegExp ||
+    value instanceof Promise ||
+    value instanceof String ||
+    value instanceof Number ||
+    value instanceof Boolean
+  );
 }

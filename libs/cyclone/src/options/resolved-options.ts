@@ -7,6 +7,8 @@ import { toMs } from '../common/duration.js';
 import { checkInteger, checkName, checkOptions } from '../common/validate.js';
 import { describeValue } from '../cyclone.messages.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { CycloneError } from '../errors/cyclone.error.js';
+import { errorMessage } from '../common/error-message.js';
 import { WorkflowDefinition } from '../definitions/define-workflow.js';
 import {
   DEFAULT_CONNECT_ATTEMPTS,
@@ -61,6 +63,16 @@ const KNOWN = [
 
 /** Validates module options at startup so that a typo fails the boot, not a job at 3 a.m. */
 export function resolveOptions(given: CycloneModuleOptions = {}): ResolvedOptions {
+  try {
+    return resolve(given);
+  } catch (err) {
+    if (err instanceof CycloneError) throw err;
+    // A getter or proxy among the options threw while they were read.
+    throw new InvalidOptionError(`Reading the CycloneModule options threw: ${errorMessage(err)}.`, err);
+  }
+}
+
+function resolve(given: CycloneModuleOptions): ResolvedOptions {
   const options = checkOptions<CycloneModuleOptions>(given, 'CycloneModule options', KNOWN);
   const retry = checkOptions<ConnectRetryOptions>(options.connectRetry, 'connectRetry option', ['attempts', 'delay']);
   const queues = new Map<string, number>();

@@ -152,10 +152,10 @@ export class StepExecution {
     if ('abandoned' in outcome) return;
     if (!outcome.ok) {
       const { error } = outcome;
-      if (error instanceof PermanentError) return this.fail(errorMessage(error), 'permanent');
+      if (isInstance(error, PermanentError)) return this.fail(errorMessage(error), 'permanent');
       return this.fail(errorMessage(error), 'error');
     }
-    if (outcome.value instanceof Snooze) return this.snooze(outcome.value.delayMs);
+    if (isInstance(outcome.value, Snooze)) return this.snooze(outcome.value.delayMs);
     let output: string;
     try {
       output = toJson(outcome.value ?? null, 'output', this.deps.maxPayloadBytes);
@@ -213,5 +213,14 @@ export class StepExecution {
     this.logger.debug(
       `Dropped the ${what} of step ${this.row.node_id} (run ${this.row.run_id}): the step is no longer this worker's lease`,
     );
+  }
+}
+
+/** `instanceof` for what a handler threw or returned, which may be a proxy whose traps throw. */
+function isInstance<T>(value: unknown, type: abstract new (...args: any[]) => T): value is T {
+  try {
+    return value instanceof type;
+  } catch {
+    return false;
   }
 }
