@@ -300,7 +300,7 @@ describe('a database that cannot be reached', () => {
         const ms = Date.now() - started;
         if (!(caught instanceof DatabaseUnavailableError)) failures.push(`${name}: ${String(caught)}`);
         else if (ms > 2_000) failures.push(`${name}: took ${ms} ms`);
-        else if (!caught.message.includes(`127.0.0.1:${proxy.port}`) || caught.message.includes(':postgres@')) {
+        else if (!caught.message.includes(`PostgreSQL at 127.0.0.1:${proxy.port}/cyclone_test`) || caught.message.includes(":postgres@")) {
           failures.push(`${name}: ${caught.message}`);
         }
       }

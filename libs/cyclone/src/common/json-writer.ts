@@ -88,17 +88,17 @@ class JsonWriter {
         continue;
       }
       const index = frame.index++;
-      const key = frame.array ? String(index) : frame.keys![index];
+      const key = frame.array ? index : frame.keys![index];
       let child: unknown;
       try {
-        child = (frame.source as Record<string, unknown>)[key];
+        child = (frame.source as Record<string | number, unknown>)[key];
       } catch (err) {
         throw this.threw('reading it threw', err);
       }
-      child = this.resolve(child, key);
+      if (child !== null && (typeof child === 'object' || typeof child === 'function')) child = this.resolve(child, key);
       if (!frame.array && child === undefined) continue;
       if (frame.written++ > 0) this.out += ',';
-      if (!frame.array) this.out += `${this.quote(key, true)}:`;
+      if (!frame.array) this.out += `${this.quote(key as string, true)}:`;
       this.open(child);
       if (this.out.length > this.maxBytes) throw new TooLarge();
     }
@@ -158,7 +158,7 @@ class JsonWriter {
   }
 
   /** What JSON.stringify would write for `value` under `key`: its toJSON's result, a boxed primitive's value. */
-  private resolve(value: unknown, key: string): unknown {
+  private resolve(value: unknown, key: string | number): unknown {
     if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return value;
     let toJSON: unknown;
     try {
@@ -168,7 +168,7 @@ class JsonWriter {
     }
     if (typeof toJSON === 'function') {
       try {
-        value = toJSON.call(value, key);
+        value = toJSON.call(value, String(key));
       } catch (err) {
         throw this.threw('its toJSON() threw', err);
       }

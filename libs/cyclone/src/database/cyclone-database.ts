@@ -5,6 +5,7 @@ import { DatabaseUnavailableError } from '../errors/database-unavailable.error.j
 import { messages } from '../cyclone.messages.js';
 import type { EmbeddedDatabase } from './embedded-database.js';
 import { isConnectionLost } from './database-fault.js';
+import { describeUrl } from './describe-url.js';
 import { execute, type Statement } from './statement.js';
 
 /**
@@ -30,7 +31,9 @@ export class CycloneDatabase implements OnApplicationShutdown {
     readonly statementTimeoutMs: number | null = null,
   ) {
     const options = pool.options as pg.PoolConfig;
-    this.where = `${options.host ?? 'localhost'}:${options.port ?? 5432}/${options.database ?? ''}`;
+    this.where = options.connectionString
+      ? describeUrl(options.connectionString)
+      : `${options.host ?? 'localhost'}:${options.port ?? 5432}/${options.database ?? ''}`;
   }
 
   /**

@@ -7,6 +7,7 @@ import { messages } from '../cyclone.messages.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../database/embedded-database.js';
+import { describeUrl } from '../database/describe-url.js';
 import { migrateOnStartup } from '../schema/migrator.js';
 
 const logger = new Logger('Cyclone');
@@ -126,17 +127,6 @@ function connectFailure(err: unknown): string {
   const inner = (err as { errors?: unknown[] } | null)?.errors;
   if (reason === 'AggregateError' && Array.isArray(inner) && inner.length > 0) return inner.map(errorMessage).join('; ');
   return reason;
-}
-
-/** host:port/database of a URL, without the user and password; never throws. */
-export function describeUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    const host = parsed.hostname || parsed.searchParams.get('host') || 'localhost';
-    return `${host}:${parsed.port || '5432'}${parsed.pathname || '/'}`;
-  } catch {
-    return 'the configured URL (it is not a URL of the form postgres://user:password@host:5432/db)';
-  }
 }
 
 function describeDataSource(dataSource: DataSource): string {
