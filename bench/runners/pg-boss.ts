@@ -108,5 +108,7 @@ export const runner: Runner = {
       );
       return rows.map((r) => r.bench_id);
     },
+    // pg-boss polls; it holds no LISTEN connection.
+    listeners: async () => [],
   },
 };
