@@ -4,14 +4,15 @@
  * is written to task.resultPath.
  */
 import { writeFileSync } from 'node:fs';
-import { crashSeed, crashWorker, type CrashParams } from './crash.js';
+import { crashProducer, crashSeed, crashWorker, type CrashParams } from './crash.js';
 import { runDashboard, type DashboardParams } from './dashboard.js';
+import type { SoakParams } from './soak.js';
 import { seedHistory } from './history.js';
 import { loadRunner, type SystemName } from './runners/types.js';
 import { WORKLOADS, type ChildContext, type WorkloadName, type WorkloadParams } from './workloads.js';
 
 interface Task {
-  mode: 'workload' | 'crash-seed' | 'crash-worker' | 'history-seed' | 'dashboard';
+  mode: 'workload' | 'crash-seed' | 'crash-worker' | 'crash-producer' | 'history-seed' | 'soak-worker' | 'soak-producer' | 'dashboard';
   system: SystemName;
   workload?: WorkloadName;
   ctx: ChildContext;
@@ -38,6 +39,16 @@ async function main(): Promise<void> {
         break;
       case 'crash-worker':
         await crashWorker(await loadRunner(task.system), task.ctx, task.params as CrashParams);
+        break;
+      case 'crash-producer':
+        await crashProducer(await loadRunner(task.system), task.ctx, task.params as CrashParams);
+        break;
+      // Loaded only here: it loads Cyclone, which the peers' processes must not pay for.
+      case 'soak-worker':
+        await (await import('./soak.js')).soakWorker(task.ctx, task.params as SoakParams);
+        break;
+      case 'soak-producer':
+        await (await import('./soak.js')).soakProducer(task.ctx, task.params as SoakParams);
         break;
       case 'history-seed': {
         const { rows, waiting } = task.params as { rows: number; waiting?: number };

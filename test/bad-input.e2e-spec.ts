@@ -1,8 +1,10 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import {
+  CycloneError,
   InvalidInputError,
   InvalidOptionError,
+  NotInTransactionError,
   RunNotFoundError,
   Step,
   UnknownStepError,
@@ -10,7 +12,8 @@ import {
   type EnqueueOptions,
 } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { countRows, expectRejectedWritingNothing } from './support/e2e-helpers.js';
+import { countRows, expectCycloneError, expectRejectedWritingNothing } from './support/e2e-helpers.js';
+import { sql } from './support/sql.js';
 
 const MAX_PAYLOAD_BYTES = 1_024;
 
@@ -221,6 +224,88 @@ describe('bad input is rejected with a typed error and leaves nothing behind', (
         expect(err.message).toContain('does not exist');
       },
     );
+  });
+
+  describe('what an outside probe found (each refused before the database sees it)', () => {
+    const bad: [string, string][] = [
+      ['a NUL', 'key\u0000'],
+      ['a lone high surrogate', 'key\ud800'],
+      ['a lone low surrogate', 'key\udc00'],
+    ];
+    const RUN = '00000000-0000-7000-8000-000000000000';
+    const positions: [string, string, (name: string) => Promise<unknown>][] = [
+      ['unique', 'unique', (name) => env.client.enqueue('echo', {}, { unique: name })],
+      ['queue', 'queue', (name) => env.client.enqueue('echo', {}, { queue: name })],
+      ['pauseQueue', 'queue', (name) => env.client.pauseQueue(name)],
+      ['resumeQueue', 'queue', (name) => env.client.resumeQueue(name)],
+      ['output node id', 'nodeId', (name) => env.client.output(RUN, name)],
+      ['retry node id', 'nodeId', (name) => env.client.retry(RUN, name)],
+      ['signal name', 'signal', (name) => env.client.signal(RUN, name)],
+    ];
+    it.each(positions.flatMap(([where, option, call]) => bad.map(([what, name]) => [where, what, option, call, name] as const)))(
+      'a name (%s) with %s throws InvalidOptionError naming the option',
+      async (_where, _what, option, call, name) => {
+        const err = await expectRejectedWritingNothing(env, () => call(name), InvalidOptionError, 'invalid_option');
+        expect(err.message).toContain(`"${option}"`);
+        expect(err.message).toContain('PostgreSQL cannot store');
+      },
+    );
+
+    it("inside enqueueTx, a bad name is refused without aborting the caller's transaction", async () => {
+      const rows = await env.dataSource.transaction(async (manager) => {
+        await manager.query('CREATE TEMP TABLE signups (email text) ON COMMIT DROP');
+        await manager.query(`INSERT INTO signups VALUES ('ada@example.com')`);
+        await expectCycloneError(env.client.enqueueTx(manager, 'echo', {}, { unique: 'signup:\u0000' }), InvalidOptionError, 'invalid_option');
+        // The transaction goes on: its next statement runs, and it commits.
+        return manager.query('SELECT email FROM signups');
+      });
+      expect(rows).toEqual([{ email: 'ada@example.com' }]);
+      expect(await countRows(env)).toEqual({ runs: 0, steps: 0 });
+    });
+
+    it('an input nested 5,000 levels deep (10 KB of JSON) throws InvalidInputError, not a stack overflow', async () => {
+      const deep = JSON.parse('['.repeat(5_000) + ']'.repeat(5_000));
+      const err = await expectRejectedWritingNothing(env, () => env.client.enqueue('echo', deep), InvalidInputError, 'invalid_input');
+      expect(err.message).toContain('levels deep');
+    });
+
+    it.each([
+      ['a bigint', { toJSON: () => 1n }, /is a bigint/],
+      ['a NUL', { wrapped: { toJSON: () => 'a\u0000b' } }, /\$\.wrapped contains a NUL/],
+      ['a throw', { toJSON: () => { throw new Error('no'); } }, /toJSON\(\) threw: no/],
+    ])('a toJSON that returns (or does) %s is checked like any value', async (_what, input, reason) => {
+      const err = await expectRejectedWritingNothing(env, () => env.client.enqueue('echo', loose(input)), InvalidInputError, 'invalid_input');
+      expect(err.message).toMatch(reason);
+    });
+
+    it('a value without a prototype is described in the error instead of crashing its message', async () => {
+      const bare = Object.create(null);
+      const priority = await expectRejectedWritingNothing(env, enqueueWith({ priority: bare }), InvalidOptionError, 'invalid_option');
+      expect(priority.message).toContain('got an object without a prototype');
+      const run = await expectRejectedWritingNothing(env, () => env.client.getRun(bare), RunNotFoundError, 'run_not_found');
+      expect(run.message).toContain('an object without a prototype');
+      await expectRejectedWritingNothing(env, () => env.client.enqueue(bare, {}), UnknownStepError, 'unknown_step');
+    });
+
+    it('null or a wrong type where an options object or a transaction is expected throws a typed error', async () => {
+      const cases: [() => Promise<unknown>, abstract new (...args: any[]) => CycloneError, string][] = [
+        [() => env.client.result(RUN, loose(null)), InvalidOptionError, 'invalid_option'],
+        [() => env.client.enqueueMany('echo', [{}], loose(null)), InvalidOptionError, 'invalid_option'],
+        [() => env.client.enqueue('echo', {}, loose(null)), InvalidOptionError, 'invalid_option'],
+        [() => env.client.enqueue('echo', {}, loose([])), InvalidOptionError, 'invalid_option'],
+        [() => env.client.enqueueTx(loose(null), 'echo', {}), NotInTransactionError, 'not_in_transaction'],
+        [() => env.client.enqueueTx(loose('manager'), 'echo', {}), NotInTransactionError, 'not_in_transaction'],
+      ];
+      for (const [call, type, code] of cases) await expectRejectedWritingNothing(env, call, type, code);
+    });
+
+    it('a processAt the database cannot hold (before 4714 BC) throws InvalidOptionError; the earliest it holds is accepted', async () => {
+      const err = await expectRejectedWritingNothing(env, enqueueWith({ processAt: new Date(-8.64e15) }), InvalidOptionError, 'invalid_option');
+      expect(err.message).toContain('PostgreSQL can hold');
+      const earliest = await env.client.enqueue('echo', 'long ago', { processAt: new Date(Date.UTC(-4713, 10, 24)) });
+      await expect(env.client.result(earliest, { timeout: 10_000 })).resolves.toBe('long ago');
+      await sql(env, 'DELETE FROM cyclone_steps; DELETE FROM cyclone_runs');
+    });
   });
 
   describe('limits that are accepted', () => {

@@ -252,4 +252,53 @@ describe('example app', () => {
       }
     });
   });
+  describe('bad request bodies', () => {
+    const JSON_TYPE = 'application/json';
+    const send = (path: string, body: string, type: string) =>
+      fetch(`${base}${path}`, { method: 'POST', headers: { 'content-type': type }, body });
+    const json = (value: unknown) => JSON.stringify(value);
+    const long = `${'a'.repeat(8 * 1024)}@example.com`;
+    const runId = '00000000-0000-4000-8000-000000000000';
+
+    /** [what, path, body, content type] (a row shorter than the test's parameters would make jest wait for a done callback). */
+    const cases: [string, string, string, string][] = [
+      ['a text/plain body', '/reports', 'userId=7', 'text/plain'],
+      ['an empty object', '/reports', json({}), JSON_TYPE],
+      ['a userId that is a string', '/reports', json({ userId: '7', email: 'ada@example.com', period: '2026-11' }), JSON_TYPE],
+      ['a period that is not a month', '/reports', json({ userId: 7, email: 'ada@example.com', period: '2026-13' }), JSON_TYPE],
+      ['an unknown field', '/reports', json({ userId: 7, email: 'ada@example.com', period: '2026-11', admin: true }), JSON_TYPE],
+      ['an 8 KB email', '/reports', json({ userId: 7, email: long, period: '2026-11' }), JSON_TYPE],
+      ['an array', '/reports', json([1, 2]), JSON_TYPE],
+      ['malformed JSON', '/reports', '{"userId": 7,', JSON_TYPE],
+      ['no body', '/users', '', JSON_TYPE],
+      ['an empty object', '/users', json({}), JSON_TYPE],
+      ['a NUL in the email', '/users', json({ email: 'ada\u0000@example.com' }), JSON_TYPE],
+      ['an 8 KB email', '/users', json({ email: long }), JSON_TYPE],
+      ['an email that is a number', '/users', json({ email: 42 }), JSON_TYPE],
+      ['a text/plain body', '/users', 'ada@example.com', 'text/plain'],
+      ['an empty object', '/onboarding', json({}), JSON_TYPE],
+      ['a fractional userId', '/onboarding', json({ userId: 1.5, email: 'ada@example.com' }), JSON_TYPE],
+      ['an 8 KB email', '/onboarding', json({ userId: 7, email: long }), JSON_TYPE],
+      ['a NUL in the approver', `/onboarding/${runId}/approval`, json({ approvedBy: 'o\u0000ps' }), JSON_TYPE],
+      ['half an emoji as the approver', `/onboarding/${runId}/approval`, json({ approvedBy: '\ud83d' }), JSON_TYPE],
+      ['an approver that is an object', `/onboarding/${runId}/approval`, json({ approvedBy: { name: 'ops' } }), JSON_TYPE],
+      ['no approver', `/onboarding/${runId}/approval`, json({}), JSON_TYPE],
+    ];
+
+    it.each(cases)('%s to POST %s is a 400 that says what is wrong, and writes nothing', async (_what, path, body, type) => {
+      const database = app.get(CycloneDatabase);
+      const count = async () =>
+        (
+          await database.dataSource.query(
+            `SELECT (SELECT count(*) FROM cyclone_runs)::int AS runs, (SELECT count(*) FROM example_users)::int AS users`,
+          )
+        )[0];
+      const before = await count();
+      const response = await send(path, body, type);
+      expect(response.status).toBe(400);
+      const answer = (await response.json()) as { message?: unknown };
+      expect(JSON.stringify(answer.message ?? '')).not.toBe('""');
+      expect(await count()).toEqual(before);
+    });
+  });
 });

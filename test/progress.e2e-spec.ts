@@ -107,7 +107,7 @@ describe('ctx.progress', () => {
     expect(step.output).toEqual([
       'invalid_input: The progress is not JSON-serialisable ($.self refers back to itself). Pass plain objects, arrays, strings, numbers, booleans or null.',
       'invalid_input: The progress is not JSON-serialisable ($ is a bigint; send it as a string). Pass plain objects, arrays, strings, numbers, booleans or null.',
-      expect.stringMatching(/^invalid_input: The progress is 2002 bytes of JSON, over the limit of 1024 bytes/),
+      expect.stringMatching(/^invalid_input: The progress is at least 2002 bytes of JSON, over the limit of 1024 bytes/),
       expect.stringMatching(/^invalid_input: The progress is not JSON-serialisable \(\$\.when is a function\)/),
     ]);
     expect(step.progress).toBeNull();

@@ -148,7 +148,9 @@ describe('retries, backoff and failures', () => {
         return step.state === 'available' && step.attempt === 2 ? step : undefined;
       },10_000);
       expect(waiting).toMatchObject({ error: 'first attempt fails', errorKind: 'error', maxAttempts: 2 });
-      expect(backoffArgs).toEqual([1]);
+      // Asked only about the attempt that can fail and be retried (it is asked when the job is written, and
+      // the worker asks again for jobs written before steps stored their backoff).
+      expect(new Set(backoffArgs)).toEqual(new Set([1]));
 
       await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ attempt: 2 });
       const [first, second] = calls.filter((c) => c.kind === 'slow_retry');

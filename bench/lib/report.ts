@@ -1,5 +1,6 @@
 import type { CrashParams, CrashResult } from '../crash.js';
 import { DASHBOARD_BUDGET_MS, type DashboardResult } from '../dashboard.js';
+import type { SoakResult } from '../soak.js';
 import type { SystemName } from '../runners/types.js';
 import type { WorkloadName, WorkloadParams, WorkloadResult } from '../workloads.js';
 import type { PgbenchResult } from './pgbench.js';
@@ -29,6 +30,8 @@ export interface BenchReport {
   configs: Partial<Record<SystemName, Record<string, string>>>;
   runs: WorkloadResult[];
   crash: CrashResult[];
+  /** W7, when it ran. */
+  soak?: SoakResult;
   history: { rows: number; seed?: Record<string, number>; runs: WorkloadResult[] };
   dashboard?: DashboardResult;
 }
@@ -153,16 +156,16 @@ export function renderMarkdown(r: BenchReport): string {
         `graphile-worker: attempts; BullMQ: attemptsStarted). One run per system.`,
     );
     out.push('');
-    out.push('| system | kills | lost | applied twice | extra invocations | fenced writes refused | jobs held by killed workers | of them claimable again in the run | kill→claimable p50 | p99 | worker boot p50 | run |');
-    out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    out.push('| system | kills | lost | unfinished | applied twice | extra invocations | fenced writes refused | jobs held by killed workers | of them claimable again in the run | kill→claimable p50 | p99 | worker boot p50 | run |');
+    out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
     for (const c of r.crash) {
       if (c.kills === undefined) {
-        out.push(`| ${LABEL[c.system]} | failed: ${c.error} |||||||||`);
+        out.push(`| ${LABEL[c.system]} | failed: ${c.error} ||||||||||`);
         continue;
       }
       const claim = (v: number) => (Number.isFinite(v) ? `${fmt(v / 1000)} s` : 'never');
       out.push(
-        `| ${LABEL[c.system]} | ${c.kills} | ${c.lost} | ${c.appliedTwice} | ${c.extraInvocations} | ${c.fencingRejected} | ` +
+        `| ${LABEL[c.system]} | ${c.kills} | ${c.lost} | ${c.unfinished ?? ''} | ${c.appliedTwice} | ${c.extraInvocations} | ${c.fencingRejected} | ` +
           `${c.stranded} | ${c.strandedFreed} | ${claim(c.killToClaimableP50Ms)} | ${claim(c.killToClaimableP99Ms)} | ` +
           `${claim(c.bootP50Ms)} | ` +
           `${fmt(c.runMs / 1000)} s${c.error ? ` (${c.error})` : c.ended ? ` (ended: ${c.ended})` : ''} |`,
@@ -171,11 +174,87 @@ export function renderMarkdown(r: BenchReport): string {
     const notes = r.crash.filter((c) => c.claimableNote).map((c) => `${LABEL[c.system]}: ${c.claimableNote}.`);
     out.push('');
     out.push(
-      '"Lost" is jobs not completed when the run ended (all done, or no completion for ' +
-        `${cp.stallMs / 1000} s after the kill phase). "Applied twice" is jobs whose fenced side effect was accepted twice: a worker killed ` +
+      '"Lost" is jobs the system had accepted that neither completed nor were still waiting when the run ended (all done, or no completion for ' +
+        `${cp.stallMs / 1000} s after the kill phase); "unfinished" is jobs still queued or running then. "Applied twice" is jobs whose fenced side effect was accepted twice: a worker killed ` +
         'after the effect committed but before the completion did is re-run with a higher token. ' +
         'Kill→claimable is measured per job from the SIGKILL to the moment the database shows the job no longer held by the dead process. ' +
         notes.join(' '),
+    );
+    out.push('');
+    if (cp.faults && cp.produce) {
+      const f = cp.faults;
+      out.push(
+        `**W5 database faults**, in the same run: ${cp.produce.jobs.toLocaleString('en-US')} more jobs enqueued one at a time ` +
+          `(${cp.produce.intervalMs} ms apart) by a producer process of the system's; at ${f.listenKillAtMs / 1000} s every LISTEN backend ` +
+          `of the system is terminated (pg_terminate_backend); at ${f.restartAtMs / 1000} s the server is crashed (SIGQUIT to the ` +
+          `postmaster: no checkpoint, crash recovery at the next start) and started again ${f.downMs / 1000} s later. No worker ` +
+          'process is killed while the server is down. A system survives when no worker process exits on its own and every job it accepted completes once.',
+      );
+      out.push('');
+      out.push('| system | LISTEN backends terminated | server down, start | enqueues: returned / refused | refused, by error | refused but committed | worker processes that exited on their own | lost | unfinished | applied twice | drain after the server was back |');
+      out.push('| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+      for (const c of r.crash) {
+        if (!c.faults || !c.produced) continue;
+        const refused = Object.values(c.produced.refused).reduce((a, b) => a + b, 0);
+        const byError = Object.entries(c.produced.refused)
+          .sort((a, b) => b[1] - a[1])
+          .map(([k, n]) => `${n} ${k.replace(/\|/g, '\\|')}`)
+          .join('; ');
+        const drain = c.faults.drainAfterServerBackMs === null ? 'never' : `${fmt(c.faults.drainAfterServerBackMs / 1000)} s`;
+        out.push(
+          `| ${LABEL[c.system]} | ${c.faults.listenersKilled} | ${fmt(c.faults.serverDownMs / 1000)} s, ${fmt(c.faults.serverStartMs / 1000)} s | ` +
+            `${c.produced.ok} / ${refused} | ${byError || '—'} | ${c.produced.refusedButCommitted ?? 'not knowable'} | ${c.workerExits} | ` +
+            `${c.lost} | ${c.unfinished} | ${c.appliedTwice} | ${drain} |`,
+        );
+      }
+      out.push('');
+      out.push(
+        '"Refused but committed": enqueues whose caller got an error although the job was written (the connection dropped after the commit); ' +
+          "Cyclone's OutcomeUnknownError carries the run ids, which are looked up; the peers' errors carry none. " +
+          'Drain: from the server accepting connections again until every job was done.',
+      );
+      out.push('');
+    }
+  }
+
+  if (r.soak) {
+    const k = r.soak;
+    const p = k.params;
+    const mb = (x: number) => `${fmt(x)} MB`;
+    out.push(
+      `**W7 soak** — Cyclone: ${p.jobs.toLocaleString('en-US')} jobs enqueued at a steady ${p.ratePerSec.toLocaleString('en-US')}/s ` +
+        `(enqueueMany every 100 ms) and run by ${p.processes} worker processes × ${p.workersPerProcess} workers, retention ${p.retention} ` +
+        `(finished runs deleted as it goes); ${fmt(k.runMs / 1000)} s. Handled ${k.handled.toLocaleString('en-US')} of ` +
+        `${k.enqueued.toLocaleString('en-US')} enqueued; ${k.refusedEnqueues} enqueues refused; ${k.errors} errors and ${k.warnings} warnings logged; ` +
+        `left unfinished ${k.leftover.unfinished}, failed ${k.leftover.failed}` +
+        (k.error ? `; ${k.error}` : '') +
+        '. Memory of each process after a full GC (heap used) and its RSS, at its first sample, after the ' +
+        `${p.warmupMs / 1000} s warm-up ("start") and at the end:`,
+    );
+    out.push('');
+    out.push('| process | heap first | heap start | heap end | end ÷ start | RSS first | RSS start | RSS end | end ÷ start |');
+    out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const x of k.processes) {
+      out.push(
+        `| ${x.role} ${x.pid} | ${mb(x.first.heapMb)} | ${mb(x.start.heapMb)} | ${mb(x.end.heapMb)} | ${fmt(x.heapRatio)} | ` +
+          `${mb(x.first.rssMb)} | ${mb(x.start.rssMb)} | ${mb(x.end.rssMb)} | ${fmt(x.rssRatio)} |`,
+      );
+    }
+    out.push('');
+    const t = k.tables;
+    const row = (name: string, x: typeof t.start) =>
+      `| ${name} (${fmt(x.atMs / 1000)} s) | ${mb(x.runsMb)} | ${mb(x.stepsMb)} | ${mb(x.indexesMb)} | ${x.liveRuns.toLocaleString('en-US')} | ${x.deadTuples.toLocaleString('en-US')} | ${x.backlog} |`;
+    out.push('| tables | cyclone_runs | cyclone_steps | their indexes | live runs | dead tuples | backlog |');
+    out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+    out.push(row('start', t.start));
+    out.push(row('largest', t.max));
+    out.push(row('end', t.end));
+    out.push('');
+    out.push(
+      `Throughput while the producer ran, after the warm-up (jobs handled a second, per ${p.sampleEveryMs / 1000} s interval): ` +
+        `min ${fmt(k.throughputSummary.min)}, median ${fmt(k.throughputSummary.p50)}, max ${fmt(k.throughputSummary.max)}; over time: ` +
+        k.throughput.map((x) => `${fmt(x.atMs / 1000)} s ${fmt(x.jobsPerSec)}`).join(', ') +
+        '.',
     );
     out.push('');
   }

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { createScratchPostgres } from '../../test/support/scratch-postgres.js';
 
@@ -24,6 +26,12 @@ export interface BenchServer {
   password: string;
   dataDir: string;
   urlFor(database: string): string;
+  /**
+   * Crashes the server (SIGQUIT to the postmaster: an immediate shutdown,
+   * no checkpoint, so the next start runs crash recovery), keeps it down for
+   * `downMs`, and starts it again. Returns when it accepts connections.
+   */
+  crashRestart(downMs: number): Promise<{ downMs: number; startMs: number }>;
   stop(): Promise<void>;
 }
 
@@ -54,8 +62,27 @@ export async function startServer(log: (line: string) => void): Promise<BenchSer
     password: 'postgres',
     dataDir: scratch.dataDir,
     urlFor,
+    crashRestart: async (downMs) => {
+      const pid = Number(readFileSync(join(scratch.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const crashedAt = Date.now();
+      process.kill(pid, 'SIGQUIT');
+      while (isAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 20));
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, downMs - (Date.now() - crashedAt))));
+      const startingAt = Date.now();
+      await scratch.server.start();
+      return { downMs: startingAt - crashedAt, startMs: Date.now() - startingAt };
+    },
     stop: scratch.destroy,
   };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export async function createDatabase(adminUrl: string, name: string): Promise<void> {

@@ -109,5 +109,12 @@ export const runner: Runner = {
       );
       return rows.map((r) => r.bench_id);
     },
+    // Its LISTEN runs on a connection of its pool; an idle backend shows its last statement.
+    listeners: async (client) => {
+      const { rows } = await client.query(
+        `/* bench */ SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'`,
+      );
+      return rows.map((r) => r.pid);
+    },
   },
 };

@@ -107,6 +107,17 @@ export const runner: Runner = {
       );
       return rows.map((r) => r.bench_id);
     },
+    listeners: async (client) => {
+      const { rows } = await client.query(
+        `/* bench */ SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'cyclone-listener'`,
+      );
+      return rows.map((r) => r.pid);
+    },
+    // OutcomeUnknownError carries the run ids: look them up.
+    committed: async (client, ids) => {
+      const { rows } = await client.query(`/* bench */ SELECT count(*)::int AS bench_n FROM cyclone_runs WHERE id = ANY ($1::uuid[])`, [ids]);
+      return rows[0].bench_n;
+    },
   },
 };
 

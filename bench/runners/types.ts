@@ -71,6 +71,14 @@ export interface CrashInspector {
   held(client: pg.ClientBase, owner: string | null, pid: number): Promise<string[]>;
   /** Of `ids`, those no longer held by the dead process (claimable, or claimed by another). */
   freed(client: pg.ClientBase, ids: string[], owner: string | null, killedAt: Date): Promise<string[]>;
+  /** Backend pids of the system's LISTEN connections, to terminate them (none for a system that only polls). */
+  listeners(client: pg.ClientBase): Promise<number[]>;
+  /**
+   * Of jobs whose enqueue failed with an outcome the system reported as
+   * unknown (and whose ids it gave), how many exist: committed although the
+   * caller was told it failed. Undefined when the system gives no ids.
+   */
+  committed?(client: pg.ClientBase, ids: string[]): Promise<number>;
 }
 
 /** Cyclone's own pool size for a client with `workers` slots on one queue (resolved-options.ts). */

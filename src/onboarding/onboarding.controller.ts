@@ -1,6 +1,7 @@
-import { BadRequestException, Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { CycloneClient } from 'cyclone-nestjs';
-import { Onboarding, type Approval, type OnboardingInput } from './onboarding.workflow.js';
+import { ApprovalRequest, OnboardingRequest } from './onboarding-request.dto.js';
+import { Onboarding } from './onboarding.workflow.js';
 
 @Controller('onboarding')
 export class OnboardingController {
@@ -9,10 +10,8 @@ export class OnboardingController {
   /** Starts onboarding; one run per user while it is in progress. */
   @Post()
   @HttpCode(202)
-  async start(@Body() input: OnboardingInput): Promise<{ runId: string }> {
-    if (!Number.isInteger(input?.userId) || typeof input?.email !== 'string' || !input.email.includes('@')) {
-      throw new BadRequestException('Send { userId: integer, email: string }.');
-    }
+  async start(@Body() body: OnboardingRequest): Promise<{ runId: string }> {
+    const input = { userId: body.userId, email: body.email };
     return { runId: await this.cyclone.start(Onboarding, input, { unique: `onboarding:${input.userId}` }) };
   }
 
@@ -25,8 +24,8 @@ export class OnboardingController {
   /** The approval signal; it may arrive before the run reaches the wait, and is kept until it does. */
   @Post(':runId/approval')
   @HttpCode(202)
-  async approve(@Param('runId') runId: string, @Body() approval: Approval): Promise<{ delivered: boolean }> {
-    return { delivered: await this.cyclone.signal(runId, 'approval', approval) };
+  async approve(@Param('runId') runId: string, @Body() body: ApprovalRequest): Promise<{ delivered: boolean }> {
+    return { delivered: await this.cyclone.signal(runId, 'approval', { approvedBy: body.approvedBy }) };
   }
 
   @Post(':runId/pause')

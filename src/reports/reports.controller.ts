@@ -1,6 +1,7 @@
 import { Body, Controller, Get, HttpCode, Param, Post } from '@nestjs/common';
 import { CycloneClient } from 'cyclone-nestjs';
-import { BuildReport, type ReportInput } from './report.steps.js';
+import { BuildReport } from './report.steps.js';
+import { ReportRequest } from './report-request.dto.js';
 
 @Controller('reports')
 export class ReportsController {
@@ -9,7 +10,8 @@ export class ReportsController {
   /** Queues a report; one per user and period while it is being built. */
   @Post()
   @HttpCode(202)
-  async request(@Body() input: ReportInput): Promise<{ runId: string }> {
+  async request(@Body() body: ReportRequest): Promise<{ runId: string }> {
+    const input = { userId: body.userId, email: body.email, period: body.period };
     const runId = await this.cyclone.enqueue(BuildReport, input, { unique: `report:${input.userId}:${input.period}` });
     return { runId };
   }

@@ -1,4 +1,5 @@
 import { Body, Controller, Post } from '@nestjs/common';
+import { SignUpRequest } from './sign-up.dto.js';
 import { UsersService } from './users.service.js';
 
 @Controller('users')
@@ -6,7 +7,7 @@ export class UsersController {
   constructor(private readonly users: UsersService) {}
 
   @Post()
-  signUp(@Body() body: { email: string }) {
+  signUp(@Body() body: SignUpRequest) {
     return this.users.signUp(body.email);
   }
 }

@@ -18,6 +18,8 @@ export interface CrashInput {
   i: number;
   /** How long the handler takes; default a random 100–400 ms. */
   ms?: number;
+  /** The first attempt throws (before any effect), so the retry path runs. */
+  failFirst?: boolean;
 }
 
 export interface CrashOutput {
@@ -77,6 +79,7 @@ export class CrashSteps {
     // deaf to ctx.signal: a holder that lost its lease still tries to write,
     // and the fence, not its manners, must stop it.
     const ms = input.ms ?? 100 + Math.floor(Math.random() * 300);
+    if (input.failFirst && ctx.attempt === 1) throw new Error('the first attempt fails');
     await sleep(Math.round(ms * EFFECT_AT));
     const { rowCount } = await this.database.pool.query(APPLY_EFFECT, [ctx.runId, ctx.fencingToken, process.pid]);
     const applied = rowCount === 1;

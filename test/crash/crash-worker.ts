@@ -8,12 +8,15 @@
  *
  * Settings (environment): CRASH_DATABASE_URL (required), CRASH_LEASE_TTL_MS
  * (default 800), CRASH_POLL_MIN_MS / CRASH_POLL_MAX_MS (default 50 / 200),
- * CRASH_SLOTS (default 3).
+ * CRASH_SLOTS (default 3), CRASH_MIGRATIONS_RUN (default true; `false` for a
+ * worker of a schema another version migrated), CRASH_STATEMENT_TIMEOUT_MS
+ * (default 30 s).
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { CycloneModule, CycloneStats } from 'cyclone-nestjs';
+import { BackoffSteps, HangFlow } from './backoff-steps.js';
 import { CrashSteps } from './crash-steps.js';
 
 const url = process.env.CRASH_DATABASE_URL;
@@ -31,9 +34,12 @@ const setting = (name: string, fallback: number) => Number(process.env[name] ?? 
       pollInterval: [setting('CRASH_POLL_MIN_MS', 50), setting('CRASH_POLL_MAX_MS', 200)],
       queues: { default: { workers: setting('CRASH_SLOTS', 3) } },
       shutdownTimeout: 1_000,
+      migrationsRun: process.env.CRASH_MIGRATIONS_RUN !== 'false',
+      statementTimeout: setting('CRASH_STATEMENT_TIMEOUT_MS', 30_000),
+      workflows: [HangFlow],
     }),
   ],
-  providers: [CrashSteps],
+  providers: [CrashSteps, BackoffSteps],
 })
 class CrashWorkerModule {}
 

@@ -1,5 +1,5 @@
 -- Undoes 0003-observability.sql: the columns go, and cyclone_start_workflow
--- returns to its version-1 signature and body.
+-- returns to its version-2 signature and body.
 DROP FUNCTION IF EXISTS cyclone_start_workflow(uuid, text, jsonb, jsonb, text, text, bigint, jsonb, jsonb);
 -- Starts a workflow run: the run with its graph, one pending row per node,
 -- then routing makes the roots move. Returns NULL when the unique key is held
@@ -20,12 +20,12 @@ BEGIN
   VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond');
 
   INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
-                             max_attempts, max_reclaims, timeout)
+                             max_attempts, max_reclaims, timeout, backoff_ms)
   SELECT p_run_id, n.node_id, n.kind, n.node_type, n.queue, n.priority, 'pending', n.depends_on,
-         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond'
+         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond', n.backoff_ms
     FROM jsonb_to_recordset(p_nodes) AS n(node_id text, kind text, node_type text, queue text, priority smallint,
                                          depends_on text[], max_attempts integer, max_reclaims integer,
-                                         timeout_ms bigint);
+                                         timeout_ms bigint, backoff_ms bigint[]);
 
   PERFORM cyclone_release_successors(ARRAY[p_run_id]);
   RETURN p_run_id;

@@ -69,6 +69,7 @@ CREATE TABLE cyclone_steps (
   signalled_at timestamp with time zone,
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  backoff_ms bigint[],
   progress jsonb,
   CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
   CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text]))),
@@ -308,7 +309,8 @@ BEGIN
      SET state        = f.next_state,
          attempt      = CASE WHEN f.next_state = 'discarded' THEN s.attempt ELSE s.attempt + 1 END,
          scheduled_at = CASE WHEN f.next_state = 'discarded' THEN s.scheduled_at
-                             ELSE now() + p_retry_delay_ms * interval '1 millisecond' END,
+                             ELSE now() + COALESCE(s.backoff_ms[s.attempt], p_retry_delay_ms)
+                                          * interval '1 millisecond' END,
          finished_at  = CASE WHEN f.next_state = 'discarded' THEN now() END,
          error        = p_error,
          error_kind   = f.error_kind,
@@ -762,12 +764,12 @@ BEGIN
           p_trace_context);
 
   INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
-                             max_attempts, max_reclaims, timeout)
+                             max_attempts, max_reclaims, timeout, backoff_ms)
   SELECT p_run_id, n.node_id, n.kind, n.node_type, n.queue, n.priority, 'pending', n.depends_on,
-         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond'
+         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond', n.backoff_ms
     FROM jsonb_to_recordset(p_nodes) AS n(node_id text, kind text, node_type text, queue text, priority smallint,
                                          depends_on text[], max_attempts integer, max_reclaims integer,
-                                         timeout_ms bigint);
+                                         timeout_ms bigint, backoff_ms bigint[]);
 
   PERFORM cyclone_release_successors(ARRAY[p_run_id]);
   RETURN p_run_id;
@@ -776,6 +778,8 @@ END $function$;
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (2, 'CycloneStepBackoff1764835200000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (3, 'CycloneObservability1764921600000');
 

@@ -18,6 +18,11 @@ export const DEFAULT_POLL_INTERVAL_MS: readonly [number, number] = [100, 1_000];
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 10_000;
 export const DEFAULT_RETENTION_MS = 7 * 24 * 3_600_000;
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** Startup connection attempts and the wait between them: @nestjs/typeorm's retryAttempts and retryDelay. */
+export const DEFAULT_CONNECT_ATTEMPTS = 9;
+export const DEFAULT_CONNECT_DELAY_MS = 3_000;
+/** statement_timeout of Cyclone's connections: River's timeout for its maintenance queries. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
 /** How often terminal runs past their retention are deleted, and how many a pass. */
 export const RETENTION_INTERVAL_MS = 60_000;
 export const RETENTION_BATCH = 1_000;

@@ -55,9 +55,17 @@ export const messages = {
     };
     return `Step ${nodeId} of run ${runId} was aborted: ${why[reason]}.`;
   },
+  unstorableError: (reason: string) =>
+    `The handler failed, but its error could not be stored (PostgreSQL refused it: ${reason}); see the worker's log for the error itself.`,
   notInTransaction: () =>
     'enqueueTx needs an open transaction: pass the EntityManager given by dataSource.transaction(...) ' +
     'or a QueryRunner after startTransaction(). Use enqueue() for a job outside a transaction.',
+  transactionAborted: () =>
+    'The transaction given to enqueueTx has already failed (a statement before this one raised an error), ' +
+    'so nothing more can run in it. Roll it back, and enqueue in a new transaction.',
+  transactionGone: () =>
+    'The transaction given to enqueueTx is over: its query runner has been released (by the app, or by TypeORM ' +
+    'when its connection to the database was lost). Nothing was written; enqueue in a new transaction.',
   invalidDuration: (name: string, value: unknown) =>
     `Option "${name}" must be a non-negative number of milliseconds or a string such as '500ms', '30s', '5m', '2h' or '1d'; got ${describe(value)}.`,
   zeroDuration: (name: string) =>
@@ -69,14 +77,25 @@ export const messages = {
   invalidString: (name: string, value: unknown) =>
     `Option "${name}" must be a non-empty string of at most 200 characters; got ${describe(value)}.`,
   invalidBoolean: (name: string, value: unknown) => `Option "${name}" must be true or false; got ${describe(value)}.`,
+  unstorableName: (name: string, value: string, problem: string) =>
+    `Option "${name}" must be text PostgreSQL can store; ${describe(value)} contains ${problem}.`,
   invalidDate: (name: string, value: unknown) => `Option "${name}" must be a valid Date; got ${describe(value)}.`,
+  dateOutOfRange: (name: string, value: Date) =>
+    `Option "${name}" must be a Date PostgreSQL can hold (from 4714-11-24 BC onwards); got ${describe(value)}.`,
+  notAnOptionsObject: (where: string, value: unknown) =>
+    `The ${where} must be an object (or left out); got ${describe(value)}.`,
+  unreadableOption: (where: string, key: string, reason: string) =>
+    `Reading option "${key}" of the ${where} threw: ${reason}.`,
   conflictingOptions: (a: string, b: string) => `Options "${a}" and "${b}" cannot be used together; pick one.`,
   unknownOption: (where: string, name: string, known: readonly string[]) =>
     `Unknown option "${name}" in ${where}. Known options: ${known.join(', ')}.`,
+  tooDeep: (path: string, limit: number) =>
+    `${path} is nested more than ${limit} levels deep, which PostgreSQL's JSON parser may refuse; flatten it`,
   notSerialisable: (what: string, reason: string) =>
     `The ${what} is not JSON-serialisable (${reason}). Pass plain objects, arrays, strings, numbers, booleans or null.`,
-  tooLarge: (what: string, bytes: number, limit: number) =>
-    `The ${what} is ${bytes} bytes of JSON, over the limit of ${limit} bytes (module option maxPayloadBytes). ` +
+  /** `atLeast`: the value was measured only until it passed the limit. */
+  tooLarge: (what: string, bytes: number, limit: number, atLeast = false) =>
+    `The ${what} is ${atLeast ? 'at least ' : ''}${bytes} bytes of JSON, over the limit of ${limit} bytes (module option maxPayloadBytes). ` +
     'Store large data elsewhere and pass a reference.',
   invalidWorkflow: (workflow: string, nodeId: string | null, problem: string) =>
     `Workflow "${workflow}"${nodeId === null ? '' : `, node "${nodeId}"`}: ${problem}`,
@@ -118,23 +137,94 @@ export const messages = {
     'cancel or retry runs. Pass guard: YourAuthGuard (a CanActivate class), or allowUnauthenticated: true for a ' +
     'dashboard that only trusted users can reach (local development, a private network).',
   dashboardOption: (name: string, expected: string, value: unknown) =>
-    `Option "${name}" of CycloneDashboardModule ${expected}; got ${describe(value, 100)}.`,
+    `Option "${name}" of CycloneDashboardModule ${expected}; got ${describe(value)}.`,
   dashboardAssetsMissing: (looked: string[]) =>
     `The dashboard's front end is missing (no main.js in ${looked.join(' or ')}). ` +
     'Reinstall cyclone-nestjs; in its repository, build it with `npm run build`.',
   csrfRejected: (reason: string) =>
     `The dashboard refused this action: ${reason}. Actions are accepted only from the dashboard's own page; reload it and try again.`,
   invalidParameter: (name: string, value: unknown, expected: string) =>
-    `Parameter "${name}" ${expected}; got ${describe(value, 100)}.`,
+    `Parameter "${name}" ${expected}; got ${describe(value)}.`,
   repeatedParameter: (name: string) => `Parameter "${name}" is given more than once; give it once.`,
   unknownParameter: (name: string, known: readonly string[]) =>
     `Unknown parameter "${name.slice(0, 100)}". Known parameters: ${known.length > 0 ? known.join(', ') : 'none'}.`,
+  databaseUnavailable: (where: string, reason: string) =>
+    `PostgreSQL at ${where} could not serve the call: ${reason}. Nothing was written; try again once the database is back.`,
+  statementTimedOut: (where: string, ms: number | null) =>
+    `PostgreSQL at ${where} did not finish the statement within ${ms === null ? 'its statement_timeout' : `${ms} ms (module option statementTimeout)`}. ` +
+    'Nothing was written; try again, and look for long transactions holding locks on the cyclone_* tables.',
+  outcomeUnknown: (where: string, reason: string, runIds: readonly string[]) =>
+    `The connection to PostgreSQL at ${where} was lost while the call was committing (${reason}), so it may or may not have taken effect. ` +
+    (runIds.length === 0
+      ? 'The call is safe to repeat.'
+      : `Look up ${runIds.length === 1 ? `run ${runIds[0]}` : `runs ${runIds.join(', ')}`} with getRun() before repeating it: ` +
+        'an enqueue or start that did commit would otherwise run twice.'),
+  schemaUnusable: (reason: string) =>
+    `Cyclone's tables or functions are missing or out of date (${reason}). ` +
+    'Apply the migrations with `npx cyclone migrate` (or migrationsRun: true).',
+  connectRetrying: (where: string, source: string, reason: string, attempt: number, attempts: number, delayMs: number) =>
+    `Cannot connect to PostgreSQL at ${where} (URL from ${source}): ${reason}; ` +
+    `attempt ${attempt} of ${attempts}, retrying in ${delayMs} ms`,
+  connectFailed: (where: string, source: string, reason: string, attempts: number, delayMs: number) =>
+    `Cyclone could not connect to PostgreSQL at ${where} (URL from ${source}): ${reason}. ` +
+    `Gave up after ${attempts} attempt${attempts === 1 ? '' : 's'}${attempts > 1 ? ` ${delayMs} ms apart` : ''} (module option connectRetry). ` +
+    'Check that the server is running and reachable at that address, and that the URL is the one you meant.',
+  migrationWaiting: (name: string, attempt: number) =>
+    `Cyclone migration ${name} let go of its locks to let running statements through (try ${attempt}): ` +
+    'a transaction holds the cyclone_* tables; trying again in a moment',
+  migrationLocked: (name: string, attempts: number) =>
+    `Cyclone migration ${name} could not take the locks it needs in ${attempts} tries: a long transaction holds the cyclone_* tables. ` +
+    'Find it in pg_stat_activity (state "idle in transaction" or a long query), end it, and migrate again.',
   embeddedFailed: (step: string, output: string) =>
     `The embedded PostgreSQL failed to ${step}${output ? `. The server said: ${output}` : ' and said nothing.'}`,
 };
 
-function describe(value: unknown, maxLength = Infinity): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > maxLength ? `${value.slice(0, maxLength)}…` : value);
-  if (value instanceof Date) return `Date(${String(value)})`;
-  return String(value);
+const describe = (value: unknown) => describeValue(value);
+
+/** Longest part of a string value quoted in a message. */
+const QUOTED_CHARS = 80;
+
+/**
+ * A short description of any value for a message, safe for hostile ones:
+ * it never calls the value's own code (toString, getters, proxy traps) in a
+ * way that can throw out of here, so building the message for a bad argument
+ * cannot itself fail.
+ */
+export function describeValue(value: unknown): string {
+  try {
+    switch (typeof value) {
+      case 'string':
+        return value.length <= QUOTED_CHARS
+          ? JSON.stringify(value)
+          : `${JSON.stringify(value.slice(0, QUOTED_CHARS))}… (${value.length} characters)`;
+      case 'number':
+      case 'boolean':
+      case 'undefined':
+        return String(value);
+      case 'bigint':
+        return `${value}n`;
+      case 'symbol':
+        return describeValue(Symbol.prototype.toString.call(value)).replace(/^"|"$/g, '');
+      case 'function':
+        return 'a function';
+      default:
+        return describeObject(value as object | null);
+    }
+  } catch {
+    return 'a value that cannot be described';
+  }
+}
+
+function describeObject(value: object | null): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return `an array`;
+  if (value instanceof Date) {
+    const time = Date.prototype.getTime.call(value);
+    return Number.isNaN(time) ? 'an invalid Date' : `Date(${Date.prototype.toISOString.call(value)})`;
+  }
+  const proto = Object.getPrototypeOf(value) as object | null;
+  if (proto === null) return 'an object without a prototype';
+  if (proto === Object.prototype) return 'an object';
+  const name = (Object.getOwnPropertyDescriptor(proto, 'constructor')?.value as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' && /^[\w$]{1,60}$/.test(name) ? `a ${name}` : 'an object';
 }

@@ -1,5 +1,9 @@
--- A failed attempt: consumed, then retried after p_retry_delay_ms or, when
--- attempts are exhausted or the error is permanent, discarded. An attempt
+-- A failed attempt: consumed, then retried after the step's own backoff for
+-- that attempt (backoff_ms, stored when the step was written by a client
+-- that runs its kind), else after p_retry_delay_ms, or, when attempts are
+-- exhausted or the error is permanent, discarded. So a replica that does not
+-- run the kind (its sweep consumes a timed-out attempt) applies the kind's
+-- backoff all the same. An attempt
 -- whose timeout elapsed on the database clock is recorded as a timeout
 -- whatever the handler threw. A compare-and-set on the lease, under the run
 -- lock. Returns the step's new state, or NULL when the lease was lost.
@@ -20,7 +24,8 @@ BEGIN
      SET state        = f.next_state,
          attempt      = CASE WHEN f.next_state = 'discarded' THEN s.attempt ELSE s.attempt + 1 END,
          scheduled_at = CASE WHEN f.next_state = 'discarded' THEN s.scheduled_at
-                             ELSE now() + p_retry_delay_ms * interval '1 millisecond' END,
+                             ELSE now() + COALESCE(s.backoff_ms[s.attempt], p_retry_delay_ms)
+                                          * interval '1 millisecond' END,
          finished_at  = CASE WHEN f.next_state = 'discarded' THEN now() END,
          error        = p_error,
          error_kind   = f.error_kind,

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { CliError, EXIT_USAGE } from './cli-error.js';
+import { describeUrl } from '../database/describe-url.js';
 
 /** Where the URL came from, to say so when it does not work. */
 export type UrlSource = '--url' | 'CYCLONE_DATABASE_URL' | 'DATABASE_URL';
@@ -12,12 +13,6 @@ export function resolveUrl(flag: string | undefined): { url: string; source: Url
   if (process.env.CYCLONE_DATABASE_URL) return { url: process.env.CYCLONE_DATABASE_URL, source: 'CYCLONE_DATABASE_URL' };
   if (process.env.DATABASE_URL) return { url: process.env.DATABASE_URL, source: 'DATABASE_URL' };
   throw new CliError('no database URL: pass --url postgres://… or set CYCLONE_DATABASE_URL (or DATABASE_URL)', EXIT_USAGE);
-}
-
-/** The URL without its password, for messages. */
-export function describeUrl(url: string): string {
-  const parsed = new URL(url);
-  return `${parsed.hostname || 'localhost'}:${parsed.port || '5432'}${parsed.pathname || '/'}`;
 }
 
 /** Opens one connection, turning every way that can fail into one line that says what to check. */

@@ -1,8 +1,8 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
 import { optionalMs, toMs, type Duration } from '../common/duration.js';
-import { checkKnownKeys, checkName, toJson } from '../common/validate.js';
+import { checkName, checkOptions, toJson } from '../common/validate.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { DuplicateError } from '../errors/duplicate.error.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
@@ -18,6 +18,9 @@ import type { ErrorKind, RunInfo, RunState, StepInfo } from '../interfaces/run-i
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import type { StepInput, StepOutput, StepRef } from '../definitions/define-step.js';
 import { StepRegistry } from '../steps/step-registry.js';
+import type { RegisteredStep } from '../steps/registered-step.js';
+import { backoffSchedule } from '../steps/retry-policy.js';
+import { settle, sqlStateOf, toCycloneError, type CallFaultContext } from '../database/database-fault.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import type { Statement } from '../database/statement.js';
@@ -36,7 +39,7 @@ import { UnknownSignalError } from '../errors/unknown-signal.error.js';
 import { START_OPTION_NAMES, type StartOptions } from '../interfaces/workflow-options.interface.js';
 import type { WorkflowDefinition } from '../definitions/define-workflow.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
-import { messages } from '../cyclone.messages.js';
+import { describeValue, messages } from '../cyclone.messages.js';
 import {
   CANCEL_RUN,
   GET_OUTPUT,
@@ -47,12 +50,13 @@ import {
   STEP_STATE,
 } from '../sql/runs.sql.js';
 import { EnqueueBatcher } from './enqueue-batcher.js';
-import { enqueueJobValues, jobParams, type JobParams } from '../steps/job-params.js';
+import { enqueueJobValues, jobParams, type JobParams, type NewJob } from '../steps/job-params.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
 import { uuid7 } from '../common/uuid7.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import { CycloneTracer } from '../tracing/cyclone-tracer.js';
+import { errorMessage } from '../common/error-message.js';
 
 type Kind = string | StepRef<any, any>;
 /** Runs a statement where the call belongs: on the pool, or in a caller's transaction. */
@@ -67,12 +71,20 @@ export interface ResultOptions {
   timeout?: Duration;
 }
 
+const RESULT_OPTION_NAMES = ['timeout'] as const;
+
 /**
  * Enqueues jobs and inspects and steers runs. Every call validates its
- * arguments before writing, so a rejected call leaves nothing behind.
+ * arguments before writing, so a call rejected for its arguments leaves
+ * nothing behind. Every failure is a CycloneError: a database that cannot
+ * serve the call is DatabaseUnavailableError (nothing was written), and a
+ * connection lost while a write was committing is OutcomeUnknownError,
+ * carrying the run ids the write was for, so a caller can look them up
+ * before repeating it.
  */
 @Injectable()
 export class CycloneClient {
+  private readonly logger = new Logger('Cyclone');
   private readonly enqueues: EnqueueBatcher;
 
   constructor(
@@ -89,15 +101,17 @@ export class CycloneClient {
   }
 
   /** Enqueues a standalone job and returns its run id once it is committed. */
-  async enqueue<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
-    const [params, inputJson] = this.prepare(kind, input, opts);
+  async enqueue<S extends Kind>(kind: S, input: StepInput<S>, opts?: EnqueueOptions): Promise<string> {
+    const prepared = this.prepare(kind, input, opts);
+    const { params } = prepared;
     const runId = await this.tracer.produce(producer('enqueue', params), async (traceContext) => {
+      const job: NewJob = { ...prepared, traceContext };
+      const wrote = this.wrote([job.runId]);
       if (params.uniqueKey === null) {
-        const id = uuid7();
-        await this.enqueues.enqueue({ runId: id, params, inputJson, traceContext });
-        return id;
+        await settle(this.enqueues.enqueue(job), wrote);
+        return job.runId;
       }
-      const { id, due } = await this.insertJob(params, inputJson, false, traceContext, this.pooled);
+      const { id, due } = await this.insertJob(job, false, this.pooled(wrote));
       if (due) this.wakes.wake(params.queue);
       return id;
     });
@@ -106,7 +120,7 @@ export class CycloneClient {
   }
 
   /** Enqueues a job whose output is nothing, such as sending an email. */
-  async enqueueAction<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
+  async enqueueAction<S extends Kind>(kind: S, input: StepInput<S>, opts?: EnqueueOptions): Promise<string> {
     return this.enqueue(kind, input, opts);
   }
 
@@ -119,49 +133,60 @@ export class CycloneClient {
     tx: EntityManager | QueryRunner,
     kind: S,
     input: StepInput<S>,
-    opts: EnqueueOptions = {},
+    opts?: EnqueueOptions,
   ): Promise<string> {
-    const runner = 'manager' in tx && 'isTransactionActive' in tx ? tx : (tx as EntityManager).queryRunner;
-    if (!runner?.isTransactionActive) throw new NotInTransactionError();
-    const [params, json] = this.prepare(kind, input, opts);
-    const query: Query = (stmt, values) => runner.query(stmt.text, [...values]);
+    const runner = openTransaction(tx);
+    const prepared = this.prepare(kind, input, opts);
+    // The caller's transaction commits, or not, later: whatever goes wrong here, nothing has committed.
+    const context = this.read();
+    const query: Query = async (stmt, values) => {
+      try {
+        return await runner.query(stmt.text, [...values]);
+      } catch (err) {
+        // A statement the caller's transaction ran before this one had failed.
+        if (sqlStateOf(err) === IN_FAILED_TRANSACTION) throw new NotInTransactionError(messages.transactionAborted());
+        throw toCycloneError(err, context);
+      }
+    };
+    const { params } = prepared;
     const runId = await this.tracer.produce(producer('enqueue', params), async (traceContext) =>
-      (await this.insertJob(params, json, true, traceContext, query)).id,
+      (await this.insertJob({ ...prepared, traceContext }, true, query)).id,
     );
     this.stats.events.jobsEnqueued({ queue: params.queue, kind: params.kind, count: 1 });
     return runId;
   }
 
   /** Enqueues many jobs of one kind in one statement; returns their run ids in input order. */
-  async enqueueMany<S extends Kind>(kind: S, inputs: StepInput<S>[], opts: EnqueueOptions = {}): Promise<string[]> {
-    if (!Array.isArray(inputs)) throw new InvalidOptionError('enqueueMany takes an array of inputs.');
-    if (opts.unique !== undefined) {
+  async enqueueMany<S extends Kind>(kind: S, inputs: StepInput<S>[], opts?: EnqueueOptions): Promise<string[]> {
+    const list = checkInputList(inputs);
+    const step = this.registry.get(kindOf(kind));
+    const params = jobParams(step, opts, this.options);
+    if (params.uniqueKey !== null) {
       throw new InvalidOptionError(
         'Option "unique" is not supported by enqueueMany: keys would collide within the batch. Use enqueue for unique jobs.',
       );
     }
-    const step = this.registry.get(kindOf(kind));
-    const params = jobParams(step, opts, this.options);
-    const texts = inputs.map((input, i) => toJson(input, `input at index ${i}`, this.options.maxPayloadBytes));
+    const texts = list.map((input, i) => toJson(input, `input at index ${i}`, this.options.maxPayloadBytes));
     if (texts.length === 0) return [];
     const info = { ...producer('enqueue_many', params), count: texts.length };
-    const jobs = await this.tracer.produce(info, async (traceContext) => {
-      const batch = texts.map((inputJson) => ({ runId: uuid7(), params, inputJson, traceContext }));
-      await this.enqueues.insert(batch);
-      return batch;
+    const runIds = await this.tracer.produce(info, async (traceContext) => {
+      const jobs = texts.map((inputJson) => ({ ...this.newJob(step, params, inputJson), traceContext }));
+      const ids = jobs.map((j) => j.runId);
+      await settle(this.enqueues.insert(jobs), this.wrote(ids));
+      return ids;
     });
-    this.stats.events.jobsEnqueued({ queue: params.queue, kind: params.kind, count: jobs.length });
-    return jobs.map((j) => j.runId);
+    this.stats.events.jobsEnqueued({ queue: params.queue, kind: params.kind, count: runIds.length });
+    return runIds;
   }
 
   async getRun(runId: string): Promise<RunInfo> {
-    const { rows } = await this.database.query(GET_RUN, [checkRunId(runId)]);
+    const { rows } = await settle(this.database.query(GET_RUN, [checkRunId(runId)]), this.read());
     if (rows.length === 0) throw new RunNotFoundError(runId);
     return toRunInfo(rows[0]);
   }
 
   async listSteps(runId: string): Promise<StepInfo[]> {
-    const { rows } = await this.database.query(LIST_STEPS, [checkRunId(runId)]);
+    const { rows } = await settle(this.database.query(LIST_STEPS, [checkRunId(runId)]), this.read());
     if (rows.length === 0) throw new RunNotFoundError(runId);
     return rows.map(toStepInfo);
   }
@@ -173,11 +198,12 @@ export class CycloneClient {
    * `ResultTimeoutError` when the wait runs out.
    */
   async result<S extends Kind>(runId: string, opts?: ResultOptions): Promise<StepOutput<S>>;
-  async result(runId: string, opts: ResultOptions = {}): Promise<unknown> {
+  async result(runId: string, given?: ResultOptions): Promise<unknown> {
     checkRunId(runId);
+    const opts = checkOptions<ResultOptions>(given, 'result options', RESULT_OPTION_NAMES);
     const timeoutMs = toMs(opts.timeout ?? 30_000, 'timeout');
     let lastState: RunState = 'running';
-    const outcome = await waitForRun(this.listener, this.database, runId, timeoutMs, async () => {
+    const waiting = waitForRun(this.listener, this.database, runId, timeoutMs, async () => {
       const { rows } = await this.database.query(RUN_OUTCOME, [runId]);
       if (rows.length === 0) throw new RunNotFoundError(runId);
       lastState = rows[0].state;
@@ -197,13 +223,17 @@ export class CycloneClient {
           return undefined;
       }
     });
+    const outcome = await settle(waiting, this.read());
     if (!outcome) throw new ResultTimeoutError(runId, lastState, timeoutMs);
     return outcome.value;
   }
 
   /** The output of one completed node. */
   async output<T = unknown>(runId: string, nodeId: string): Promise<T> {
-    const { rows } = await this.database.query(GET_OUTPUT, [checkRunId(runId), nodeId]);
+    const { rows } = await settle(
+      this.database.query(GET_OUTPUT, [checkRunId(runId), checkName(nodeId, 'nodeId')]),
+      this.read(),
+    );
     if (rows.length === 0) {
       await this.getRun(runId);
       throw new StepNotFoundError(runId, nodeId);
@@ -223,7 +253,7 @@ export class CycloneClient {
    * Returns false when the run had already completed or been cancelled.
    */
   async cancel(runId: string): Promise<boolean> {
-    const { rows } = await this.database.query(CANCEL_RUN, [checkRunId(runId)]);
+    const { rows } = await settle(this.database.query(CANCEL_RUN, [checkRunId(runId)]), this.wrote([runId]));
     const previous = rows[0].previous;
     if (previous === null) throw new RunNotFoundError(runId);
     return previous !== 'completed' && previous !== 'cancelled';
@@ -231,9 +261,9 @@ export class CycloneClient {
 
   /** Reopens one discarded node for one more attempt and carries its run on. */
   async retry(runId: string, nodeId: string): Promise<void> {
-    const reopened = await this.reopen(runId, nodeId);
+    const reopened = await this.reopen(runId, checkName(nodeId, 'nodeId'));
     if (reopened > 0) return;
-    const { rows } = await this.database.query(STEP_STATE, [runId, nodeId]);
+    const { rows } = await settle(this.database.query(STEP_STATE, [runId, nodeId]), this.read());
     if (rows.length === 0) throw new StepNotFoundError(runId, nodeId);
     throw new InvalidStateError(
       `Node "${nodeId}" of run ${runId} is ${rows[0].state}; only a discarded step can be retried` +
@@ -248,31 +278,41 @@ export class CycloneClient {
    * start), the others wait for their upstream nodes. Every node's handler
    * gets `input`.
    */
-  async start<I>(workflow: WorkflowDefinition<I> | string, input: I, opts: StartOptions = {}): Promise<string> {
+  async start<I>(workflow: WorkflowDefinition<I> | string, input: I, given?: StartOptions): Promise<string> {
     const compiled = this.workflows.get(workflow);
-    if (typeof opts !== 'object' || opts === null) throw new InvalidOptionError('Start options must be an object.');
-    checkKnownKeys('start options', opts, START_OPTION_NAMES);
+    const opts = checkOptions<StartOptions>(given, 'start options', START_OPTION_NAMES);
     const uniqueKey = opts.unique !== undefined ? checkName(opts.unique, 'unique') : null;
     const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
     const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
+    // Each step node carries its kind's backoff, as a standalone job does.
+    const nodes = compiled.nodes.map((node) => {
+      const step = node.kind === null ? undefined : this.registry.find(node.kind);
+      const backoff = step ? backoffSchedule(step, node.max_attempts, this.logger) : null;
+      return backoff === null ? node : { ...node, backoff_ms: backoff };
+    });
+    const runId = uuid7();
+    const wrote = this.wrote([runId]);
     const info = { operation: 'start', queue: compiled.queue, name: compiled.name } as const;
-    const runId = await this.tracer.produce(info, async (traceContext) => {
-      const { rows } = await this.database.query(START_WORKFLOW, [
-        uuid7(),
-        compiled.name,
-        JSON.stringify(compiled.graph),
-        inputJson,
-        compiled.queue,
-        uniqueKey,
-        retentionMs,
-        JSON.stringify(compiled.nodes),
-        traceContext,
-      ]);
+    const started = await this.tracer.produce(info, async (traceContext) => {
+      const { rows } = await settle(
+        this.database.query(START_WORKFLOW, [
+          runId,
+          compiled.name,
+          JSON.stringify(compiled.graph),
+          inputJson,
+          compiled.queue,
+          uniqueKey,
+          retentionMs,
+          JSON.stringify(nodes),
+          traceContext,
+        ]),
+        wrote,
+      );
       return rows[0].id;
     });
-    if (runId === null) return this.heldBy(uniqueKey!, this.pooled, () => this.start(workflow, input, opts));
+    if (started === null) return this.heldBy(uniqueKey!, this.pooled(wrote), () => this.start(workflow, input, opts));
     this.stats.events.workflowStarted({ queue: compiled.queue, workflow: compiled.name });
-    return runId;
+    return started;
   }
 
   /**
@@ -287,7 +327,7 @@ export class CycloneClient {
     checkRunId(runId);
     checkName(name, 'signal');
     const payloadJson = toJson(payload, 'signal payload', this.options.maxPayloadBytes);
-    const { rows } = await this.database.query(SIGNAL_RUN, [runId, name, payloadJson]);
+    const { rows } = await settle(this.database.query(SIGNAL_RUN, [runId, name, payloadJson]), this.wrote([runId]));
     const outcome = rows[0].outcome;
     switch (outcome) {
       case 'delivered':
@@ -332,7 +372,7 @@ export class CycloneClient {
 
   /** Runs a pause or resume; returns the run's state before it. */
   private async steer(stmt: Statement<[runId: string], { previous: RunState | null }>, runId: string): Promise<RunState> {
-    const { rows } = await this.database.query(stmt, [checkRunId(runId)]);
+    const { rows } = await settle(this.database.query(stmt, [checkRunId(runId)]), this.wrote([runId]));
     const previous = rows[0].previous;
     if (previous === null) throw new RunNotFoundError(runId);
     return previous;
@@ -343,19 +383,19 @@ export class CycloneClient {
    * false when it was already paused.
    */
   async pauseQueue(queue: string): Promise<boolean> {
-    const { rowCount } = await this.database.query(PAUSE_QUEUE, [checkName(queue, 'queue')]);
+    const { rowCount } = await settle(this.database.query(PAUSE_QUEUE, [checkName(queue, 'queue')]), this.wrote([]));
     return rowCount === 1;
   }
 
   /** Restarts claiming on a paused queue everywhere. Returns false when it was not paused. */
   async resumeQueue(queue: string): Promise<boolean> {
-    const { rowCount } = await this.database.query(RESUME_QUEUE, [checkName(queue, 'queue')]);
+    const { rowCount } = await settle(this.database.query(RESUME_QUEUE, [checkName(queue, 'queue')]), this.wrote([]));
     return rowCount === 1;
   }
 
   /** The queues paused with pauseQueue. */
   async pausedQueues(): Promise<string[]> {
-    const { rows } = await this.database.query(PAUSED_QUEUES, []);
+    const { rows } = await settle(this.database.query(PAUSED_QUEUES, []), this.read());
     return rows.map((r) => r.queue);
   }
 
@@ -365,37 +405,37 @@ export class CycloneClient {
   }
 
   private async reopen(runId: string, nodeId: string | null): Promise<number> {
+    checkRunId(runId);
     try {
-      const { rows } = await this.database.query(RETRY_STEPS, [checkRunId(runId), nodeId]);
+      const { rows } = await this.database.query(RETRY_STEPS, [runId, nodeId]);
       const reopened = rows[0].reopened;
       if (reopened < 0) throw new RunNotFoundError(runId);
       return reopened;
     } catch (err) {
-      if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw err;
+      if ((err as { code?: string }).code !== UNIQUE_VIOLATION) throw toCycloneError(err, this.wrote([runId]));
       // The run's unique key was taken by a newer run while this one was failed.
       const run = await this.getRun(runId);
-      const { rows } = await this.database.query(FIND_UNIQUE_HOLDER, [run.uniqueKey ?? '']);
+      const { rows } = await settle(this.database.query(FIND_UNIQUE_HOLDER, [run.uniqueKey ?? '']), this.read());
       throw new DuplicateError(rows[0]?.id ?? 'unknown', run.uniqueKey ?? '');
     }
   }
 
-  private prepare(kind: Kind, input: unknown, opts: EnqueueOptions): [JobParams, string] {
+  /** Checks an enqueue's arguments and makes its job, with a run id chosen now. */
+  private prepare(kind: Kind, input: unknown, opts: EnqueueOptions | undefined): Omit<NewJob, 'traceContext'> {
     const step = this.registry.get(kindOf(kind));
-    const params = jobParams(step, opts ?? {}, this.options);
-    return [params, toJson(input, 'input', this.options.maxPayloadBytes)];
+    const params = jobParams(step, opts, this.options);
+    return this.newJob(step, params, toJson(input, 'input', this.options.maxPayloadBytes));
+  }
+
+  private newJob(step: RegisteredStep, params: NewJob['params'], inputJson: string): Omit<NewJob, 'traceContext'> {
+    return { runId: uuid7(), params, inputJson, backoffMs: backoffSchedule(step, params.maxAttempts, this.logger) };
   }
 
   /** `notify`: send the wake-up from the statement itself (inside a caller's transaction). */
-  private async insertJob(
-    params: JobParams,
-    json: string,
-    notify: boolean,
-    traceContext: string | null,
-    query: Query,
-  ): Promise<{ id: string; due: boolean }> {
-    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json, notify, traceContext));
+  private async insertJob(job: NewJob, notify: boolean, query: Query): Promise<{ id: string; due: boolean }> {
+    const rows = await query(ENQUEUE_JOB, enqueueJobValues(job, notify));
     if (rows.length > 0) return { id: rows[0].id, due: rows[0].due };
-    return this.heldBy(params.uniqueKey!, query, () => this.insertJob(params, json, notify, traceContext, query));
+    return this.heldBy(job.params.uniqueKey!, query, () => this.insertJob(job, notify, query));
   }
 
   /**
@@ -410,8 +450,20 @@ export class CycloneClient {
     throw new DuplicateError(holder[0].id, uniqueKey);
   }
 
-  /** Runs a statement on the pool; the Query of calls outside a caller's transaction. */
-  private readonly pooled: Query = async (stmt, params) => (await this.database.query(stmt, params)).rows;
+  /** The Query of calls outside a caller's transaction: on the pool, its faults as the call's. */
+  private pooled(context: CallFaultContext): Query {
+    return async (stmt, params) => (await settle(this.database.query(stmt, params), context)).rows;
+  }
+
+  /** How the faults of a read are reported. */
+  private read(): CallFaultContext {
+    return { where: this.database.where, statementTimeoutMs: this.database.statementTimeoutMs, runIds: null };
+  }
+
+  /** How the faults of a write for `runIds` are reported: a lost connection leaves its outcome unknown. */
+  private wrote(runIds: readonly string[]): CallFaultContext {
+    return { ...this.read(), runIds };
+  }
 }
 
 /** What the producer span of a job's enqueue is about. */
@@ -419,13 +471,57 @@ function producer(operation: 'enqueue' | 'enqueue_many', params: JobParams) {
   return { operation, queue: params.queue, name: params.kind };
 }
 
-function kindOf(kind: Kind): string {
-  return typeof kind === 'string' ? kind : kind?.kind;
+/** SQLSTATE in_failed_sql_transaction: an earlier statement of the transaction failed. */
+const IN_FAILED_TRANSACTION = '25P02';
+
+function kindOf(kind: Kind): unknown {
+  if (typeof kind === 'string') return kind;
+  if (typeof kind !== 'object' || kind === null) return kind;
+  try {
+    return (kind as StepRef<any, any>).kind;
+  } catch {
+    return kind;
+  }
 }
 
-function checkRunId(runId: string): string {
-  if (typeof runId !== 'string' || !UUID.test(runId)) throw new RunNotFoundError(String(runId));
+function checkRunId(runId: unknown): string {
+  if (typeof runId !== 'string') throw new RunNotFoundError(describeValue(runId));
+  if (!UUID.test(runId)) throw new RunNotFoundError(runId);
   return runId;
+}
+
+function checkInputList(inputs: unknown): unknown[] {
+  let list: unknown[] | undefined;
+  let failure: unknown;
+  try {
+    // A copy, read once: a proxy, or an array changed meanwhile, cannot make the ids and the inputs disagree.
+    if (Array.isArray(inputs)) list = Array.from(inputs);
+  } catch (err) {
+    failure = err;
+  }
+  if (!list) {
+    const got = failure === undefined ? describeValue(inputs) : `a value that cannot be read (${errorMessage(failure)})`;
+    throw new InvalidOptionError(`enqueueMany takes an array of inputs; got ${got}.`, failure);
+  }
+  return list;
+}
+
+/**
+ * The query runner of the caller's open transaction: an EntityManager from
+ * dataSource.transaction(...), or a QueryRunner after startTransaction().
+ */
+function openTransaction(tx: unknown): QueryRunner {
+  try {
+    if (typeof tx !== 'object' || tx === null) throw new NotInTransactionError();
+    const runner = 'manager' in tx && 'isTransactionActive' in tx ? (tx as QueryRunner) : (tx as EntityManager).queryRunner;
+    if (!runner?.isTransactionActive || typeof runner.query !== 'function') throw new NotInTransactionError();
+    // TypeORM releases a query runner whose connection broke; its transaction is gone with it.
+    if (runner.isReleased) throw new NotInTransactionError(messages.transactionGone());
+    return runner;
+  } catch (err) {
+    if (err instanceof NotInTransactionError) throw err;
+    throw new NotInTransactionError();
+  }
 }
 
 function sinkOutputs(rows: { sink: boolean; node_id: string; output: unknown }[]): Record<string, unknown> {

@@ -100,6 +100,12 @@ describe('toJson', () => {
     expect(err.message).toContain('maxPayloadBytes');
   });
 
+  it('stops measuring a value far over the limit and says how much it measured', () => {
+    expect(rejection(() => toJson('x'.repeat(2_000), 'input', 1_024)).message).toContain('is at least 2002 bytes of JSON');
+    const many = Array.from({ length: 1_000 }, (_, i) => `item ${i}`);
+    expect(rejection(() => toJson(many, 'input', 100)).message).toMatch(/is at least 1\d\d bytes of JSON, over the limit of 100 bytes/);
+  });
+
   it('counts bytes, not characters', () => {
     const value = 'é'.repeat(10); // 10 characters, 20 bytes, 22 with the quotes
     expect(() => toJson(value, 'input', 21)).toThrow(InvalidInputError);

@@ -1,6 +1,9 @@
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
-import { InvalidInputError } from '../errors/invalid-input.error.js';
 import { messages } from '../cyclone.messages.js';
+import { errorMessage } from './error-message.js';
+import { unstorableText } from './storable-text.js';
+
+export { toJson, MAX_JSON_DEPTH } from './json-writer.js';
 
 export function checkInteger(value: unknown, name: string, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
@@ -9,10 +12,18 @@ export function checkInteger(value: unknown, name: string, min: number, max: num
   return value;
 }
 
+/**
+ * The one check of every name Cyclone stores or matches on: kinds, queues,
+ * unique keys, node ids, signal names, workflow names. PostgreSQL's text
+ * refuses a NUL, and stores a lone UTF-16 surrogate as U+FFFD, which would
+ * make distinct names collide and a queue's wake-ups never match it.
+ */
 export function checkName(value: unknown, name: string): string {
   if (typeof value !== 'string' || value.trim().length === 0 || value.length > 200) {
     throw new InvalidOptionError(messages.invalidString(name, value));
   }
+  const problem = unstorableText(value);
+  if (problem) throw new InvalidOptionError(messages.unstorableName(name, value, problem));
   return value;
 }
 
@@ -29,62 +40,48 @@ export function checkKnownKeys(where: string, value: object, known: readonly str
 }
 
 /**
- * Serialises a value to JSON text, refusing what would silently change on the
- * way (functions, symbols, bigints, cycles, non-finite numbers) and what is over
- * the size limit. `undefined` is stored as null.
+ * The one check of an options argument: left out is `{}`; anything but a
+ * plain object (null, a string, an array) is refused; an unknown key is
+ * refused. Returns a plain copy of the known keys, read once, so a getter or
+ * proxy that throws is an InvalidOptionError here and nothing later reads
+ * the caller's object again.
  */
-export function toJson(value: unknown, what: string, maxBytes: number): string {
-  const problem = findUnserialisable(value, new Set());
-  if (problem) throw new InvalidInputError(messages.notSerialisable(what, problem));
-  const text = JSON.stringify(value) ?? 'null';
-  const bytes = Buffer.byteLength(text);
-  if (bytes > maxBytes) throw new InvalidInputError(messages.tooLarge(what, bytes, maxBytes));
-  return text;
-}
-
-function findUnserialisable(value: unknown, seen: Set<object>, path = '$'): string | undefined {
-  switch (typeof value) {
-    case 'function':
-    case 'symbol':
-      return `${path} is a ${typeof value}`;
-    case 'bigint':
-      return `${path} is a bigint; send it as a string`;
-    case 'number':
-      return Number.isFinite(value) ? undefined : `${path} is ${value}`;
-    case 'string':
-      return unstorable(value, `${path} contains`);
-    case 'object': {
-      if (value === null) return undefined;
-      if (seen.has(value)) return `${path} refers back to itself`;
-      if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return undefined;
-      // JSON.stringify turns these into {} and loses every entry.
-      if (value instanceof Map || value instanceof Set) {
-        return `${path} is a ${value instanceof Map ? 'Map' : 'Set'}; convert it to an object or array`;
-      }
-      seen.add(value);
-      const entries = Array.isArray(value) ? value.entries() : Object.entries(value);
-      for (const [key, child] of entries) {
-        const badKey = unstorable(String(key), `${path} has a key with`);
-        if (badKey) return badKey;
-        const problem = findUnserialisable(child, seen, `${path}.${key}`);
-        if (problem) return problem;
-      }
-      seen.delete(value);
-      return undefined;
+export function checkOptions<T extends object>(value: unknown, where: string, known: readonly string[]): T {
+  if (value === undefined) return {} as T;
+  let keys: string[];
+  try {
+    if (typeof value !== 'object' || value === null || !isRecord(value)) {
+      throw new InvalidOptionError(messages.notAnOptionsObject(where, value));
     }
-    default:
-      return undefined;
+    keys = Object.keys(value);
+  } catch (err) {
+    if (err instanceof InvalidOptionError) throw err;
+    // A proxy whose traps throw.
+    throw new InvalidOptionError(messages.notAnOptionsObject(where, value), err);
   }
+  const copy: Record<string, unknown> = {};
+  for (const key of keys) {
+    if (!known.includes(key)) throw new InvalidOptionError(messages.unknownOption(where, key, known));
+    try {
+      copy[key] = (value as Record<string, unknown>)[key];
+    } catch (err) {
+      throw new InvalidOptionError(messages.unreadableOption(where, key, errorMessage(err)), err);
+    }
+  }
+  return copy as T;
 }
 
-/** A lone UTF-16 surrogate: half of a character such as an emoji, cut by slicing a string. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Text that JSON can carry but PostgreSQL's jsonb refuses. */
-function unstorable(text: string, where: string): string | undefined {
-  if (text.includes('\u0000')) return `${where} a NUL character (\\u0000), which PostgreSQL cannot store`;
-  if (LONE_SURROGATE.test(text)) {
-    return `${where} half of a character (a lone UTF-16 surrogate, e.g. an emoji cut by slice), which PostgreSQL cannot store`;
-  }
-  return undefined;
+/** An object that holds options as its own keys: not an array, nor a Map, Set, Date or boxed value, whose keys JSON ignores. */
+function isRecord(value: object): boolean {
+  return !(
+    Array.isArray(value) ||
+    value instanceof Map ||
+    value instanceof Set ||
+    value instanceof Date ||
+    value instanceof RegExp ||
+    value instanceof Promise ||
+    value instanceof String ||
+    value instanceof Number ||
+    value instanceof Boolean
+  );
 }

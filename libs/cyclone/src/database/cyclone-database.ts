@@ -1,7 +1,11 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import type pg from 'pg';
+import { DatabaseUnavailableError } from '../errors/database-unavailable.error.js';
+import { messages } from '../cyclone.messages.js';
 import type { EmbeddedDatabase } from './embedded-database.js';
+import { isConnectionLost } from './database-fault.js';
+import { describeUrl } from './describe-url.js';
 import { execute, type Statement } from './statement.js';
 
 /**
@@ -14,20 +18,69 @@ import { execute, type Statement } from './statement.js';
 export class CycloneDatabase implements OnApplicationShutdown {
   private readonly logger = new Logger('Cyclone');
 
+  /** host:port/database of the server, for messages; never the password. */
+  readonly where: string;
+
   constructor(
     readonly dataSource: DataSource,
     readonly pool: pg.Pool,
     /** True when Cyclone created the DataSource and so must close it. */
     private readonly owned: boolean,
     private readonly embedded?: EmbeddedDatabase,
-  ) {}
+    /** The statement_timeout Cyclone set on its connections, in ms; null when the connections are the app's. */
+    readonly statementTimeoutMs: number | null = null,
+  ) {
+    const options = pool.options as pg.PoolConfig;
+    this.where = options.connectionString
+      ? describeUrl(options.connectionString)
+      : `${options.host ?? 'localhost'}:${options.port ?? 5432}/${options.database ?? ''}`;
+  }
 
-  /** Runs one statement on a pooled connection. */
-  query<P extends readonly unknown[], R extends pg.QueryResultRow>(
+  /**
+   * Runs one statement on a pooled connection, as `pool.query` does, but in
+   * two steps, because a caller needs to know which one failed: a connection
+   * that cannot be had means nothing was sent (DatabaseUnavailableError
+   * here), while a connection lost during the statement may have committed
+   * it (the raw error, for the caller to judge). A connection that broke is
+   * destroyed; one that only returned an error goes back to the pool.
+   */
+  async query<P extends readonly unknown[], R extends pg.QueryResultRow>(
     stmt: Statement<P, R>,
     params: P,
   ): Promise<pg.QueryResult<R>> {
-    return execute(this.pool, stmt, params);
+    const client = await this.connect();
+    let released = false;
+    const release = (err?: Error) => {
+      if (released) return;
+      released = true;
+      client.removeListener('error', release);
+      client.release(err);
+    };
+    // A checked-out client emits 'error' when its connection breaks; it must not go unheard.
+    client.once('error', release);
+    try {
+      const result = await execute(client, stmt, params);
+      release();
+      return result;
+    } catch (err) {
+      release(isConnectionLost(err) ? (err as Error) : undefined);
+      throw err;
+    }
+  }
+
+  /** A pooled connection, or DatabaseUnavailableError: the server cannot be reached, or the pool is closed. */
+  async connect(): Promise<pg.PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (err) {
+      const { message, code } = err as { message?: unknown; code?: unknown };
+      const reason = typeof message === 'string' && message !== '' ? message : 'the connection failed';
+      throw new DatabaseUnavailableError(
+        messages.databaseUnavailable(this.where, reason),
+        typeof code === 'string' ? code : undefined,
+        err,
+      );
+    }
   }
 
   /** Connection settings for a dedicated client, such as the LISTEN connection. */

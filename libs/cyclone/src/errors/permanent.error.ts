@@ -1,4 +1,5 @@
 import { CycloneError } from './cyclone.error.js';
+import { describeValue } from '../cyclone.messages.js';
 
 /**
  * Thrown by a handler to say that retrying cannot help: the attempt is the
@@ -13,6 +14,11 @@ export class PermanentError extends CycloneError {
 /** Wraps any thrown value so the engine treats it as permanent. */
 export function permanent(err: unknown): PermanentError {
   if (err instanceof PermanentError) return err;
-  const message = err instanceof Error ? err.message : String(err);
+  let message: string;
+  try {
+    message = err instanceof Error ? String(err.message) : typeof err === 'string' ? err : describeValue(err);
+  } catch {
+    message = 'an error whose message cannot be read';
+  }
   return new PermanentError(message, { cause: err });
 }

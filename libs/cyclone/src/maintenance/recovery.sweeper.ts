@@ -67,6 +67,8 @@ export class RecoverySweeper implements MaintenanceService {
     const { rows } = await this.database.query(RECOVERY_CANDIDATES, [SWEEP_BATCH]);
     const outcomes: RecoveryOutcome[] = [];
     for (const row of rows) {
+      // The step's own backoff is stored with it and wins (cyclone_fail_step), also when this
+      // client does not run its kind; this delay is for steps written before it was stored.
       const delay = retryDelay(this.registry.find(row.kind), row.attempt, this.logger);
       const { rows: settled } = await this.database.query(RECOVER_STEP, [row.run_id, row.id, delay]);
       const outcome = settled[0].outcome as RecoveryOutcome | null;

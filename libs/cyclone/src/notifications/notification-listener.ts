@@ -1,23 +1,27 @@
-import { Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import pg from 'pg';
 import { RUN_FINISHED_CHANNEL, WAKE_CHANNEL, type Channel } from '../sql/names.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { WAKE_QUEUES } from '../sql/enqueue.sql.js';
 import { execute } from '../database/statement.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
+import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
 
 type Listener = (payload: string) => void;
 
 const RECONNECT_MIN_MS = 100;
-const RECONNECT_MAX_MS = 5_000;
 
 /**
  * The LISTEN connection: one dedicated client per app, outside the pool, since
  * a pooled connection would be handed to other queries. It reconnects with
- * backoff when the connection drops; while it is down, polling keeps jobs
- * moving, and on reconnect every subscriber is told to look again, since
- * notifications sent in the gap are gone. It connects at application
- * bootstrap and closes after the workers have drained.
+ * backoff when the connection drops, the backoff never longer than the
+ * longest poll interval: the connection is back within one poll tick of the
+ * server's return, however long the outage was, while a server that stays
+ * away is tried no more often than the poller tries it. While it is down,
+ * polling keeps jobs moving, and on reconnect every subscriber is told to
+ * look again, since notifications sent in the gap are gone. It connects at
+ * application bootstrap and closes after the workers have drained.
  */
 @Injectable()
 export class NotificationListener implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -30,6 +34,9 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
   private client?: pg.Client;
   private stopped = true;
   private reconnectDelay = RECONNECT_MIN_MS;
+  private readonly reconnectMaxMs: number;
+  /** Attempts since the connection was lost, to log the loss once rather than every retry. */
+  private failedAttempts = 0;
   private reconnectTimer?: NodeJS.Timeout;
   private connected = false;
   /** A wake-up being sent on this connection; stop lets it finish. */
@@ -38,8 +45,10 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
   constructor(
     private readonly database: CycloneDatabase,
     stats: CycloneStats,
+    @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
   ) {
     stats.listenerConnected = () => this.connected;
+    this.reconnectMaxMs = Math.max(options.pollIntervalMs[1], RECONNECT_MIN_MS);
   }
 
   onApplicationBootstrap(): Promise<void> {
@@ -85,11 +94,14 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
   }
 
   private async connect(): Promise<void> {
+    const statementTimeoutMs = this.options.statementTimeoutMs;
     const client = new pg.Client({
       ...this.database.clientConfig(),
       application_name: 'cyclone-listener',
       // An idle LISTEN connection would otherwise never notice a silent network partition.
       keepAlive: true,
+      // Cyclone's own connection, also beside a DataSource of the app's: no statement of it may hang.
+      ...(statementTimeoutMs > 0 ? { statement_timeout: statementTimeoutMs, connectionTimeoutMillis: statementTimeoutMs } : {}),
     });
     // This connection sends only this app's own wake-ups (publishWakes), which
     // were delivered in process already: their echo is skipped.
@@ -109,9 +121,10 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
       return;
     }
     if (this.client !== client) return;
-    const wasReconnect = this.reconnectDelay > RECONNECT_MIN_MS;
+    const wasReconnect = this.failedAttempts > 0;
     this.connected = true;
     this.reconnectDelay = RECONNECT_MIN_MS;
+    this.failedAttempts = 0;
     if (wasReconnect) {
       this.logger.log('LISTEN connection restored');
       for (const fn of this.reconnectSubscribers) fn();
@@ -125,11 +138,12 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
     client.removeAllListeners('end');
     client.end().catch((e: Error) => this.logger.debug(`LISTEN connection close: ${e.message}`));
     if (this.stopped) return;
-    this.logger.warn(
-      `LISTEN connection lost${err ? `: ${err.message}` : ''}; polling covers the gap, retrying in ${this.reconnectDelay} ms`,
-    );
+    const line = `LISTEN connection lost${err ? `: ${err.message}` : ''}; polling covers the gap, retrying in ${this.reconnectDelay} ms`;
+    // The first failure is worth a warning; the retries of an outage are not, each one.
+    if (this.failedAttempts++ === 0) this.logger.warn(line);
+    else this.logger.debug(line);
     this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelay);
-    this.reconnectDelay = Math.min(this.reconnectDelay * 2, RECONNECT_MAX_MS);
+    this.reconnectDelay = Math.min(this.reconnectDelay * 2, this.reconnectMaxMs);
   }
 
   /**

@@ -9,6 +9,14 @@ export interface QueueOptions {
   workers: number;
 }
 
+/** How startup retries a database it cannot reach, as `@nestjs/typeorm`'s retryAttempts / retryDelay. */
+export interface ConnectRetryOptions {
+  /** Connection attempts before startup fails. Default 9. */
+  attempts?: number;
+  /** Wait between attempts. Default 3 s. */
+  delay?: Duration;
+}
+
 export interface CycloneModuleOptions {
   /**
    * Where the tables live. Default: `CYCLONE_DATABASE_URL`, else `DATABASE_URL`,
@@ -33,6 +41,20 @@ export interface CycloneModuleOptions {
   retention?: Duration;
   /** Largest accepted input or output, in bytes of JSON. Default 1 MiB. */
   maxPayloadBytes?: number;
+  /**
+   * Startup: how often to try the database before giving up, for a server
+   * that is still starting. Default `{ attempts: 9, delay: '3s' }`; the
+   * final error names the host and where the URL came from.
+   */
+  connectRetry?: ConnectRetryOptions;
+  /**
+   * The server's statement_timeout on Cyclone's own connections (not on a
+   * DataSource of the app's): a statement that runs longer (a claim or a
+   * heartbeat stuck behind a lock) is cancelled instead of holding its
+   * caller forever; a call waits as long for a free connection. Default
+   * 30 s; 0 leaves the server's setting.
+   */
+  statementTimeout?: Duration;
   /** Workflows this app starts or runs, made with `defineWorkflow`; checked at startup. */
   workflows?: WorkflowDefinition<any>[];
   /** The monthly partitions of runs and steps. */

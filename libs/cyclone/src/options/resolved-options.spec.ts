@@ -26,6 +26,9 @@ describe('resolveOptions', () => {
     expect(resolved.retentionMs).toBe(7 * 24 * 3_600_000);
     expect(resolved.maxPayloadBytes).toBe(1024 * 1024);
     expect(resolved.connection).toBeUndefined();
+    // @nestjs/typeorm's retryAttempts and retryDelay; River's timeout for its maintenance queries.
+    expect(resolved.connectRetry).toEqual({ attempts: 9, delayMs: 3_000 });
+    expect(resolved.statementTimeoutMs).toBe(30_000);
     expect(resolved.partitionMonthsAhead).toBe(3);
     expect(resolved.partitionDropAfterMs).toBe(0);
   });
@@ -53,6 +56,10 @@ describe('resolveOptions', () => {
     expect(resolved.pollIntervalMs).toEqual([250, 2_000]);
     expect(resolved.shutdownTimeoutMs).toBe(60_000);
     expect(resolved.retentionMs).toBe(86_400_000);
+    expect(resolveOptions({ connectRetry: { attempts: 2, delay: '250ms' }, statementTimeout: '5s' })).toMatchObject({
+      connectRetry: { attempts: 2, delayMs: 250 },
+      statementTimeoutMs: 5_000,
+    });
   });
 
   it('keeps the configured queues, and only them', () => {
@@ -104,6 +111,17 @@ describe('resolveOptions', () => {
     ['true for the drop delay', { partitions: { dropAfter: true } }, 'partitions.dropAfter'],
     ['an unknown partition option', { partitions: { monthsBehind: 1 } }, 'monthsBehind'],
     ['partitions that are not an object', { partitions: 3 }, 'partitions'],
+    ['zero connect attempts', { connectRetry: { attempts: 0 } }, 'connectRetry.attempts'],
+    ['a bad connect delay', { connectRetry: { delay: 'soon' } }, 'connectRetry.delay'],
+    ['an unknown connectRetry key', { connectRetry: { retries: 3 } }, 'retries'],
+    ['a connectRetry that is not an object', { connectRetry: 3 }, 'connectRetry'],
+    ['a negative statement timeout', { statementTimeout: -1 }, 'statementTimeout'],
+    ['options that are null', null, 'CycloneModule options'],
+    ['queues that are an array', { queues: [] }, 'queues'],
+    ['a pollInterval that is not a pair', { pollInterval: 100 }, 'pollInterval'],
+    ['a runWorkers that is not a boolean', { runWorkers: 'no' }, 'runWorkers'],
+    ['a connection that is a string', { connection: 'postgres://x' }, 'connection'],
+    ['a connection url that is not a string', { connection: { url: 5 } }, 'connection.url'],
   ])('rejects %s with InvalidOptionError naming it', (_label, options, name) => {
     const err = rejection(options);
     expect(err).toBeInstanceOf(InvalidOptionError);

@@ -1,10 +1,20 @@
-import type { CycloneConnectionOptions, CycloneModuleOptions } from './cyclone-module-options.interface.js';
+import type {
+  ConnectRetryOptions,
+  PartitionOptions,
+  CycloneConnectionOptions,
+  CycloneModuleOptions,
+} from './cyclone-module-options.interface.js';
 import { toMs } from '../common/duration.js';
-import { checkBoolean, checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { checkBoolean, checkInteger, checkName, checkOptions } from '../common/validate.js';
+import { describeValue } from '../cyclone.messages.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import { CycloneError } from '../errors/cyclone.error.js';
+import { errorMessage } from '../common/error-message.js';
 import { WorkflowDefinition } from '../definitions/define-workflow.js';
 import { isInstalled, requireOptional } from '../common/optional-peer.js';
 import {
+  DEFAULT_CONNECT_ATTEMPTS,
+  DEFAULT_CONNECT_DELAY_MS,
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_PARTITION_MONTHS_AHEAD,
@@ -12,6 +22,7 @@ import {
   DEFAULT_QUEUE,
   DEFAULT_RETENTION_MS,
   DEFAULT_SHUTDOWN_TIMEOUT_MS,
+  DEFAULT_STATEMENT_TIMEOUT_MS,
   DEFAULT_WORKERS,
 } from '../cyclone.constants.js';
 
@@ -36,6 +47,9 @@ export interface ResolvedOptions {
   partitionDropAfterMs: number | null;
   /** Whether spans are made: the option, else whether `@opentelemetry/api` is installed. */
   tracing: boolean;
+  connectRetry: { attempts: number; delayMs: number };
+  /** 0: the server's own setting. */
+  statementTimeoutMs: number;
 }
 
 const KNOWN = [
@@ -52,23 +66,44 @@ const KNOWN = [
   'workflows',
   'partitions',
   'tracing',
+  'connectRetry',
+  'statementTimeout',
   'isGlobal',
 ] as const;
 
 const PARTITION_KEYS = ['monthsAhead', 'dropAfter'] as const;
 
 /** Validates module options at startup so that a typo fails the boot, not a job at 3 a.m. */
-export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOptions {
-  checkKnownKeys('CycloneModule options', options, KNOWN);
+export function resolveOptions(given: CycloneModuleOptions = {}): ResolvedOptions {
+  try {
+    return resolve(given);
+  } catch (err) {
+    if (err instanceof CycloneError) throw err;
+    // A getter or proxy among the options threw while they were read.
+    throw new InvalidOptionError(`Reading the CycloneModule options threw: ${errorMessage(err)}.`, err);
+  }
+}
+
+function resolve(given: CycloneModuleOptions): ResolvedOptions {
+  const options = checkOptions<CycloneModuleOptions>(given, 'CycloneModule options', KNOWN);
+  const retry = checkOptions<ConnectRetryOptions>(options.connectRetry, 'connectRetry option', ['attempts', 'delay']);
   const queues = new Map<string, number>();
-  for (const [name, queue] of Object.entries(options.queues ?? { [DEFAULT_QUEUE]: { workers: DEFAULT_WORKERS } })) {
+  const queueOptions = options.queues ?? { [DEFAULT_QUEUE]: { workers: DEFAULT_WORKERS } };
+  if (typeof queueOptions !== 'object' || queueOptions === null || Array.isArray(queueOptions)) {
+    throw new InvalidOptionError(`Option "queues" must be an object such as { default: { workers: 10 } }; got ${describeValue(queueOptions)}.`);
+  }
+  for (const [name, queue] of Object.entries(queueOptions)) {
     checkName(name, 'queues');
     if (typeof queue !== 'object' || queue === null) {
       throw new InvalidOptionError(`Option "queues.${name}" must be an object such as { workers: 10 }.`);
     }
     queues.set(name, checkInteger(queue.workers, `queues.${name}.workers`, 0, 10_000));
   }
-  const [minPoll, maxPoll] = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
+  if (!Array.isArray(pollInterval) || pollInterval.length !== 2) {
+    throw new InvalidOptionError(`Option "pollInterval" must be [min, max], such as ['100ms', '1s']; got ${describeValue(pollInterval)}.`);
+  }
+  const [minPoll, maxPoll] = pollInterval;
   const pollIntervalMs: [number, number] = [toMs(minPoll, 'pollInterval[0]'), toMs(maxPoll, 'pollInterval[1]')];
   if (pollIntervalMs[0] <= 0 || pollIntervalMs[1] < pollIntervalMs[0]) {
     throw new InvalidOptionError(
@@ -79,8 +114,13 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
   if (leaseTtlMs < 30) throw new InvalidOptionError(`Option "leaseTtl" must be at least 30 ms; got ${leaseTtlMs} ms.`);
   const migrationsRun = options.migrationsRun ?? true;
   if (migrationsRun !== true && migrationsRun !== false && migrationsRun !== 'verify') {
-    throw new InvalidOptionError(`Option "migrationsRun" must be true, false or 'verify'; got ${String(migrationsRun)}.`);
+    throw new InvalidOptionError(`Option "migrationsRun" must be true, false or 'verify'; got ${describeValue(migrationsRun)}.`);
   }
+  const runWorkers = options.runWorkers ?? true;
+  if (typeof runWorkers !== 'boolean') {
+    throw new InvalidOptionError(`Option "runWorkers" must be true or false; got ${describeValue(runWorkers)}.`);
+  }
+  const connection = checkConnection(options.connection);
   const workers = [...queues.values()].reduce((a, b) => a + b, 0);
   const workflows = options.workflows ?? [];
   if (!Array.isArray(workflows) || workflows.some((w) => !(w instanceof WorkflowDefinition))) {
@@ -88,13 +128,9 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
       'Option "workflows" must be an array of workflows made with defineWorkflow(name).step(...)...',
     );
   }
-  const partitions = options.partitions ?? {};
-  if (typeof partitions !== 'object' || partitions === null) {
-    throw new InvalidOptionError('Option "partitions" must be an object such as { monthsAhead: 3, dropAfter: \'30d\' }.');
-  }
-  checkKnownKeys('option "partitions"', partitions, PARTITION_KEYS);
+  const partitions = checkOptions<PartitionOptions>(options.partitions, 'partitions option', PARTITION_KEYS);
   return {
-    connection: options.connection,
+    connection,
     queues,
     queuesConfigured: options.queues !== undefined,
     leaseTtlMs,
@@ -102,7 +138,7 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     maxReclaims:
       options.maxReclaims === undefined ? null : checkInteger(options.maxReclaims, 'maxReclaims', 0, 1_000_000),
     shutdownTimeoutMs: toMs(options.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS, 'shutdownTimeout'),
-    runWorkers: options.runWorkers ?? true,
+    runWorkers,
     migrationsRun,
     retentionMs: toMs(options.retention ?? DEFAULT_RETENTION_MS, 'retention'),
     maxPayloadBytes: checkInteger(
@@ -123,6 +159,11 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
     ),
     partitionDropAfterMs: partitions.dropAfter === false ? null : toMs(partitions.dropAfter ?? 0, 'partitions.dropAfter'),
     tracing: resolveTracing(checkBoolean(options.tracing, 'tracing')),
+    connectRetry: {
+      attempts: checkInteger(retry.attempts ?? DEFAULT_CONNECT_ATTEMPTS, 'connectRetry.attempts', 1, 1_000),
+      delayMs: toMs(retry.delay ?? DEFAULT_CONNECT_DELAY_MS, 'connectRetry.delay'),
+    },
+    statementTimeoutMs: toMs(options.statementTimeout ?? DEFAULT_STATEMENT_TIMEOUT_MS, 'statementTimeout'),
   };
 }
 
@@ -136,4 +177,21 @@ function resolveTracing(option: boolean | undefined): boolean {
   if (option === undefined) return isInstalled('@opentelemetry/api');
   if (option) requireOptional('@opentelemetry/api', 'The tracing option');
   return option;
+}
+
+/** `{ url }` with a string, or `{ dataSource }` with a TypeORM DataSource; left out, the environment decides. */
+function checkConnection(value: unknown): CycloneConnectionOptions | undefined {
+  const connection = checkOptions<{ url?: unknown; dataSource?: unknown }>(value, 'connection option', ['url', 'dataSource']);
+  if (value === undefined) return undefined;
+  if ('dataSource' in connection) {
+    const dataSource = connection.dataSource as { options?: { type?: unknown }; initialize?: unknown } | null;
+    if ('url' in connection || typeof dataSource?.initialize !== 'function') {
+      throw new InvalidOptionError('Option "connection" must be { url } or { dataSource } with a TypeORM DataSource, not both.');
+    }
+    return value as CycloneConnectionOptions;
+  }
+  if (connection.url !== undefined && (typeof connection.url !== 'string' || connection.url.trim() === '')) {
+    throw new InvalidOptionError(`Option "connection.url" must be a PostgreSQL URL such as postgres://user:password@host:5432/db; got ${describeValue(connection.url)}.`);
+  }
+  return value as CycloneConnectionOptions;
 }

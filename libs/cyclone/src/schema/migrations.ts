@@ -38,6 +38,7 @@ function sqlMigration(version: number, name: string, file: string) {
 }
 
 export class CycloneBaseline1764403200000 extends sqlMigration(1, 'CycloneBaseline1764403200000', '0001-baseline') {}
+export class CycloneStepBackoff1764835200000 extends sqlMigration(2, 'CycloneStepBackoff1764835200000', '0002-step-backoff') {}
 export class CycloneObservability1764921600000 extends sqlMigration(
   3,
   'CycloneObservability1764921600000',
@@ -56,6 +57,7 @@ export class CycloneDashboardIndexes1765008000000 extends sqlMigration(
  */
 export const CYCLONE_MIGRATIONS = [
   CycloneBaseline1764403200000,
+  CycloneStepBackoff1764835200000,
   CycloneObservability1764921600000,
   CycloneDashboardIndexes1765008000000,
 ] as const;

@@ -27,6 +27,7 @@ export const ENQUEUE_JOB = statement<
     processInMs: number,
     notify: boolean,
     traceContext: string | null,
+    backoffMs: number[] | null,
   ],
   { id: string; due: boolean }
 >(
@@ -44,9 +45,9 @@ WITH key AS (
   RETURNING id, queue
 ), step AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
-                             timeout, scheduled_at)
+                             timeout, scheduled_at, backoff_ms)
   SELECT id, $2, $2, queue, $7, 'available', $8, $9, $10 * interval '1 millisecond',
-         COALESCE($11::timestamptz, now() + $12 * interval '1 millisecond')
+         COALESCE($11::timestamptz, now() + $12 * interval '1 millisecond'), $15::bigint[]
     FROM run
   RETURNING scheduled_at <= now() AS due
 )
@@ -65,7 +66,8 @@ export const FIND_UNIQUE_HOLDER = statement<[uniqueKey: string], { id: string }>
  * one run and one step per job. Used by enqueueMany, and by enqueue, whose
  * concurrent calls share a statement (see EnqueueBatcher). One array per
  * column, in the same order. Returns the queues that have a job due now,
- * for the wake-up.
+ * for the wake-up. Each step gets its kind's backoff per attempt (NULL for
+ * the default backoff), so that any replica's sweep applies it.
  */
 export const ENQUEUE_JOBS = statement<
   [
@@ -81,6 +83,8 @@ export const ENQUEUE_JOBS = statement<
     processAt: (Date | null)[],
     processInMs: number[],
     traceContexts: (string | null)[],
+    /** Each job's backoff as an array literal ('{1000,2000}'), or null for the default. */
+    backoffMs: (string | null)[],
   ],
   { queue: string }
 >(
@@ -88,19 +92,20 @@ export const ENQUEUE_JOBS = statement<
   /* sql */ `
 WITH jobs AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[],
-                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[])
+                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[],
+                       $13::text[])
     AS t(id, kind, input, queue, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
-         process_at, process_in_ms, trace_context)
+         process_at, process_in_ms, trace_context, backoff_ms)
 ), runs AS (
   INSERT INTO cyclone_runs (id, kind, input, queue, retention, trace_context)
   SELECT id, kind, input::jsonb, queue, retention_ms * interval '1 millisecond', trace_context::jsonb FROM jobs
   RETURNING id
 ), steps AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
-                             timeout, scheduled_at)
+                             timeout, scheduled_at, backoff_ms)
   SELECT j.id, j.kind, j.kind, j.queue, j.priority, 'available', j.max_attempts, j.max_reclaims,
          j.timeout_ms * interval '1 millisecond',
-         COALESCE(j.process_at, now() + j.process_in_ms * interval '1 millisecond')
+         COALESCE(j.process_at, now() + j.process_in_ms * interval '1 millisecond'), j.backoff_ms::bigint[]
     FROM jobs j JOIN runs USING (id)
   RETURNING queue, scheduled_at <= now() AS due
 )

@@ -20,3 +20,14 @@ export const APPLIED_VERSIONS = statement<[], { version: number; name: string; a
   'cyclone_applied_versions',
   /* sql */ `SELECT version, name, applied_at FROM cyclone_schema_migrations ORDER BY version`,
 );
+
+/**
+ * The migrating transaction's own limits: it gives up waiting for a table
+ * lock after `lockTimeoutMs` (every statement on that table queues behind a
+ * waiting ALTER, so a long wait would stall every worker), and its DDL may
+ * run as long as it needs (Cyclone's connections have a statement_timeout).
+ */
+export const MIGRATION_LIMITS = statement<[lockTimeoutMs: string]>(
+  'cyclone_migration_limits',
+  /* sql */ `SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', '0', true)`,
+);

@@ -1,5 +1,5 @@
 import { optionalMs, optionalPositiveMs } from '../common/duration.js';
-import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { checkInteger, checkName, checkOptions } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { messages } from '../cyclone.messages.js';
 import {
@@ -12,7 +12,6 @@ import {
 import { ENQUEUE_OPTION_NAMES, type EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
 import type { RegisteredStep } from './registered-step.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
-import { uuid7 } from '../common/uuid7.js';
 import type { StatementParams } from '../database/statement.js';
 import type { ENQUEUE_JOB, ENQUEUE_JOBS } from '../sql/enqueue.sql.js';
 
@@ -30,17 +29,28 @@ export interface JobParams {
   processInMs: number;
 }
 
-/** Checks every enqueue option before anything is written, naming the option at fault. */
-export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: ResolvedOptions): JobParams {
-  if (typeof opts !== 'object' || opts === null) {
-    throw new InvalidOptionError('Enqueue options must be an object.');
-  }
-  checkKnownKeys('enqueue options', opts, ENQUEUE_OPTION_NAMES);
+/** The earliest time PostgreSQL's timestamptz holds: 4714-11-24 00:00 UTC BC. */
+const EARLIEST_TIMESTAMP_MS = -210_866_803_200_000;
+
+/**
+ * Checks every enqueue option before anything is written, naming the option
+ * at fault. `where` names the options in messages (a workflow node's).
+ */
+export function jobParams(
+  step: RegisteredStep,
+  given: EnqueueOptions | undefined,
+  module: ResolvedOptions,
+  where = 'enqueue options',
+): JobParams {
+  const opts = checkOptions<EnqueueOptions>(given, where, ENQUEUE_OPTION_NAMES);
   if (opts.processAt !== undefined && opts.processIn !== undefined) {
     throw new InvalidOptionError(messages.conflictingOptions('processAt', 'processIn'));
   }
-  if (opts.processAt !== undefined && !(opts.processAt instanceof Date && !Number.isNaN(opts.processAt.getTime()))) {
+  if (opts.processAt !== undefined && !isValidDate(opts.processAt)) {
     throw new InvalidOptionError(messages.invalidDate('processAt', opts.processAt));
+  }
+  if (opts.processAt !== undefined && Date.prototype.getTime.call(opts.processAt) < EARLIEST_TIMESTAMP_MS) {
+    throw new InvalidOptionError(messages.dateOutOfRange('processAt', opts.processAt));
   }
   const maxReclaims =
     opts.maxReclaims !== undefined
@@ -61,22 +71,28 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
         : (step.maxAttempts ?? DEFAULT_MAX_ATTEMPTS),
     maxReclaims,
     timeoutMs: optionalPositiveMs(opts.timeout, 'timeout') ?? step.timeoutMs ?? null,
-    processAt: opts.processAt ?? null,
+    // A copy: a Date is mutable, and the caller's may change before the statement is sent.
+    processAt: opts.processAt === undefined ? null : new Date(Date.prototype.getTime.call(opts.processAt)),
     processInMs: optionalMs(opts.processIn, 'processIn') ?? 0,
   };
 }
 
+/** A real Date (not a look-alike or a proxy) holding a time. */
+function isValidDate(value: unknown): value is Date {
+  try {
+    return value instanceof Date && !Number.isNaN(Date.prototype.getTime.call(value));
+  } catch {
+    return false;
+  }
+}
+
 /** Parameters of ENQUEUE_JOB for one job. */
-export function enqueueJobValues(
-  p: JobParams,
-  inputJson: string,
-  notify: boolean,
-  traceContext: string | null,
-): StatementParams<typeof ENQUEUE_JOB> {
+export function enqueueJobValues(job: NewJob, notify: boolean): StatementParams<typeof ENQUEUE_JOB> {
+  const p = job.params;
   return [
-    uuid7(),
+    job.runId,
     p.kind,
-    inputJson,
+    job.inputJson,
     p.queue,
     p.uniqueKey,
     p.retentionMs,
@@ -87,7 +103,8 @@ export function enqueueJobValues(
     p.processAt,
     p.processInMs,
     notify,
-    traceContext,
+    job.traceContext,
+    job.backoffMs,
   ];
 }
 
@@ -98,6 +115,8 @@ export interface NewJob {
   inputJson: string;
   /** The enqueuer's trace context, stored with the run. */
   traceContext: string | null;
+  /** The step's own delay after each attempt, or null for the default backoff. */
+  backoffMs: number[] | null;
 }
 
 /** Parameters of ENQUEUE_JOBS: one array per column. */
@@ -115,5 +134,6 @@ export function enqueueJobsValues(jobs: NewJob[]): StatementParams<typeof ENQUEU
     jobs.map((j) => j.params.processAt),
     jobs.map((j) => j.params.processInMs),
     jobs.map((j) => j.traceContext),
+    jobs.map((j) => (j.backoffMs === null ? null : `{${j.backoffMs.join(',')}}`)),
   ];
 }

@@ -1,20 +1,21 @@
 import { optionalMs, optionalPositiveMs } from '../common/duration.js';
-import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
+import { checkInteger, checkName, checkOptions } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MIN_PRIORITY } from '../cyclone.constants.js';
 import type { StepOptions } from '../interfaces/step-options.interface.js';
 import type { RegisteredStep } from './registered-step.js';
+import { describeValue } from '../cyclone.messages.js';
 
 const KNOWN = ['queue', 'priority', 'timeout', 'maxAttempts', 'backoff', 'retention', 'maxReclaims'] as const;
 
 type StepDefaults = Omit<RegisteredStep, 'kind' | 'host' | 'handler'>;
 
 /** Checks a kind's `@Step` options, naming the kind in any error. */
-export function resolveStepOptions(kind: string, options: StepOptions): StepDefaults {
-  const where = `@Step('${kind}')`;
+export function resolveStepOptions(kind: string, given: StepOptions | undefined): StepDefaults {
+  const where = `@Step(${typeof kind === 'string' ? `'${kind}'` : describeValue(kind)})`;
   try {
     checkName(kind, 'kind');
-    checkKnownKeys(`${where} options`, options, KNOWN);
+    const options = checkOptions<StepOptions>(given, `${where} options`, KNOWN);
     if (options.backoff !== undefined && typeof options.backoff !== 'function') {
       throw new InvalidOptionError(`Option "backoff" must be a function (attempt) => Duration.`);
     }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DuplicateStepError } from '../errors/duplicate-step.error.js';
 import { UnknownStepError } from '../errors/unknown-step.error.js';
 import type { RegisteredStep } from './registered-step.js';
+import { describeValue } from '../cyclone.messages.js';
 
 /** The step kinds this client can run, filled by the explorer at startup. */
 @Injectable()
@@ -14,9 +15,10 @@ export class StepRegistry {
     this.steps.set(step.kind, step);
   }
 
-  get(kind: string): RegisteredStep {
-    const step = this.steps.get(kind);
-    if (!step) throw new UnknownStepError(kind);
+  /** The step of a kind; UnknownStepError for anything else (also a value that is not a kind at all). */
+  get(kind: unknown): RegisteredStep {
+    const step = typeof kind === 'string' ? this.steps.get(kind) : undefined;
+    if (!step) throw new UnknownStepError(typeof kind === 'string' ? kind : describeValue(kind));
     return step;
   }
 

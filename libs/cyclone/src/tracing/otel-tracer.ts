@@ -89,8 +89,27 @@ export class OtelTracer extends CycloneTracer {
   }
 
   private recordError(span: OtelApi.Span, thrown: unknown, message: string, kind?: string): void {
-    span.setAttribute('error.type', kind ?? (thrown instanceof Error ? thrown.name : 'error'));
-    if (thrown instanceof Error) span.recordException(thrown);
+    const exception = exceptionOf(thrown, message);
+    span.setAttribute('error.type', kind ?? exception.name ?? 'error');
+    span.recordException(exception);
     span.setStatus({ code: this.api.SpanStatusCode.ERROR, message });
   }
+}
+
+/**
+ * What a span records of a thrown value: its name and stack when it is an
+ * Error, and the message Cyclone stored. Read defensively, since a handler
+ * may throw anything (a proxy whose traps throw, a getter that throws) and
+ * that must not break the worker that records it.
+ */
+function exceptionOf(thrown: unknown, message: string): { name?: string; message: string; stack?: string } {
+  try {
+    if (thrown instanceof Error) {
+      const { name, stack } = thrown;
+      return { name: typeof name === 'string' ? name : 'Error', message, stack: typeof stack === 'string' ? stack : undefined };
+    }
+  } catch {
+    // A value that cannot be read is recorded by its stored message alone.
+  }
+  return { message };
 }

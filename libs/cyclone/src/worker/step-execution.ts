@@ -12,6 +12,8 @@ import { Heartbeat } from './heartbeat.js';
 import { retryDelay } from '../steps/retry-policy.js';
 import { errorMessage } from '../common/error-message.js';
 import { isRejectedData } from '../database/rejected-data.js';
+import { storableText } from '../common/storable-text.js';
+import { messages } from '../cyclone.messages.js';
 import { StepContextImpl } from './step-context.js';
 import type { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { AttemptOutcome } from '../runtime/engine-events.js';
@@ -141,7 +143,7 @@ export class StepExecution {
       // and the sweep hands the step to a live worker.
       end = { outcome: 'unrecorded', failed: false, error: (err as Error).message };
       this.logger.error(
-        `Could not record the outcome of step ${this.row.node_id} (run ${this.row.run_id}): ${(err as Error).message}`,
+        `Could not record the outcome of step ${this.row.node_id} (run ${this.row.run_id}): ${errorMessage(err)}`,
       );
     } finally {
       this.settleHandler();
@@ -209,10 +211,10 @@ export class StepExecution {
     if ('abandoned' in outcome) return { outcome: 'lease_lost', failed: false };
     if (!outcome.ok) {
       const { error } = outcome;
-      if (error instanceof PermanentError) return this.fail(error.message, 'permanent', error);
+      if (isInstance(error, PermanentError)) return this.fail(errorMessage(error), 'permanent', error);
       return this.fail(errorMessage(error), 'error', error);
     }
-    if (outcome.value instanceof Snooze) return this.snooze(outcome.value.delayMs);
+    if (isInstance(outcome.value, Snooze)) return this.snooze(outcome.value.delayMs);
     let output: string;
     try {
       output = toJson(outcome.value ?? null, 'output', this.deps.maxPayloadBytes);
@@ -231,14 +233,30 @@ export class StepExecution {
     return { outcome: 'completed', failed: false, outputJson: output };
   }
 
+  /**
+   * Records a failed attempt. A failure must be recorded whatever its error
+   * says, or the step stays running until its lease expires and is run again
+   * without consuming an attempt, forever: so the text is made storable, and
+   * if the database still refuses it, a text of ours is stored instead.
+   */
   private async fail(message: string, kind: 'error' | 'permanent' | 'timeout', thrown: unknown): Promise<Recorded> {
     const backoff = retryDelay(this.step, this.row.attempt, this.logger);
-    const { rows } = await this.deps.database.query(FAIL_STEP, [...this.lease(), message, kind, backoff]);
-    const state = rows[0].state as string | null;
+    const write = (text: string) => this.deps.database.query(FAIL_STEP, [...this.lease(), text, kind, backoff]);
+    let rows: { state: string | null }[];
+    try {
+      ({ rows } = await write(storableText(message)));
+    } catch (err) {
+      if (!isRejectedData(err)) throw err;
+      ({ rows } = await write(storableText(messages.unstorableError(errorMessage(err)))));
+    }
+    const state = rows[0].state;
     if (state === null) return this.dropped('failure');
     this.logger.warn(
-      `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${message}; ` +
-        (state === 'discarded' ? 'discarded' : `retrying in ${backoff} ms`),
+      `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${storableText(message)}; ` +
+        (state === 'discarded'
+          ? 'discarded'
+          : // A backoff of its own was stored with the step (it may draw a different delay each call).
+            `retrying ${this.step.backoff ? 'after its backoff' : `in ${backoff} ms`}`),
     );
     return { outcome: state === 'discarded' ? 'discarded' : 'retried', failed: true, error: message, errorKind: kind, thrown };
   }
@@ -258,5 +276,14 @@ export class StepExecution {
       `Dropped the ${what} of step ${this.row.node_id} (run ${this.row.run_id}): the step is no longer this worker's lease`,
     );
     return { outcome: 'lease_lost', failed: false };
+  }
+}
+
+/** `instanceof` for what a handler threw or returned, which may be a proxy whose traps throw. */
+function isInstance<T>(value: unknown, type: abstract new (...args: any[]) => T): value is T {
+  try {
+    return value instanceof type;
+  } catch {
+    return false;
   }
 }

@@ -1,5 +1,5 @@
 import { optionalPositiveMs, toMs } from '../common/duration.js';
-import { checkKnownKeys } from '../common/validate.js';
+import { checkKnownKeys, checkName } from '../common/validate.js';
 import { DEFAULT_QUEUE } from '../cyclone.constants.js';
 import { InvalidWorkflowError } from '../errors/invalid-workflow.error.js';
 import {
@@ -8,6 +8,7 @@ import {
   WORKFLOW_STEP_OPTION_NAMES,
 } from '../interfaces/workflow-options.interface.js';
 import { jobParams } from '../steps/job-params.js';
+import { describeValue } from '../cyclone.messages.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import type { StepRegistry } from '../steps/step-registry.js';
 import type { WorkflowDefinition, WorkflowNode } from '../definitions/define-workflow.js';
@@ -58,17 +59,15 @@ export function compileWorkflow(
   module: ResolvedOptions,
 ): CompiledWorkflow {
   const name = def?.name;
-  if (typeof name !== 'string' || name.trim() === '' || name.length > 200) {
-    throw new InvalidWorkflowError(String(name), null, 'the name must be a non-empty string of at most 200 characters.');
-  }
+  const nameProblem = problemOf(() => checkName(name, 'name'));
+  if (nameProblem) throw new InvalidWorkflowError(typeof name === 'string' ? name : describeValue(name), null, nameProblem);
   const fail = (nodeId: string | null, problem: string) => new InvalidWorkflowError(name, nodeId, problem);
   if (def.nodes.length === 0) throw fail(null, 'it has no nodes; add one with .step(), .waitForSignal() or .sleep().');
 
   const ids = new Set<string>();
   for (const node of def.nodes) {
-    if (typeof node.id !== 'string' || node.id.trim() === '' || node.id.length > 200) {
-      throw fail(String(node.id), 'node ids must be non-empty strings of at most 200 characters.');
-    }
+    const idProblem = problemOf(() => checkName(node.id, 'node id'));
+    if (idProblem) throw fail(typeof node.id === 'string' ? node.id : describeValue(node.id), idProblem);
     if (ids.has(node.id)) throw fail(node.id, 'this node id is used twice; node ids must be unique.');
     ids.add(node.id);
   }
@@ -196,4 +195,14 @@ function findCycle(after: Map<string, string[]>): string[] | undefined {
     if (cycle) return cycle.reverse();
   }
   return undefined;
+}
+
+/** The message of the InvalidOptionError `check` throws, or undefined. */
+function problemOf(check: () => unknown): string | undefined {
+  try {
+    check();
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
 }

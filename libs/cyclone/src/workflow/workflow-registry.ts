@@ -5,7 +5,8 @@ import { UnknownWorkflowError } from '../errors/unknown-workflow.error.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import type { StepRegistry } from '../steps/step-registry.js';
 import { compileWorkflow, type CompiledWorkflow } from './compile-workflow.js';
-import type { WorkflowDefinition } from '../definitions/define-workflow.js';
+import { WorkflowDefinition } from '../definitions/define-workflow.js';
+import { describeValue } from '../cyclone.messages.js';
 
 /** The workflows of the module options, checked once the steps are discovered. */
 @Injectable()
@@ -27,15 +28,25 @@ export class WorkflowRegistry {
 
   /** A registered workflow, by name or by its definition (the very one registered, not a namesake). */
   get(workflow: WorkflowDefinition | string): CompiledWorkflow {
-    const name = typeof workflow === 'string' ? workflow : workflow?.name;
-    const compiled = this.workflows.get(name);
+    const name = typeof workflow === 'string' ? workflow : nameOf(workflow);
+    const compiled = typeof name === 'string' ? this.workflows.get(name) : undefined;
     if (!compiled || (typeof workflow !== 'string' && workflow !== compiled.definition)) {
-      throw new UnknownWorkflowError(String(name), compiled !== undefined);
+      throw new UnknownWorkflowError(typeof name === 'string' ? name : describeValue(name), compiled !== undefined);
     }
     return compiled;
   }
 
   names(): string[] {
     return [...this.workflows.keys()];
+  }
+}
+
+/** The name of a definition; for anything else the value itself, to describe in the error. */
+function nameOf(workflow: unknown): unknown {
+  try {
+    return workflow instanceof WorkflowDefinition ? workflow.name : workflow;
+  } catch {
+    // A proxy whose traps throw.
+    return workflow;
   }
 }

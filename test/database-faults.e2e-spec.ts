@@ -1,0 +1,377 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Injectable } from '@nestjs/common';
+import pg from 'pg';
+import {
+  CycloneDatabase,
+  CycloneStats,
+  DatabaseUnavailableError,
+  NotInTransactionError,
+  OutcomeUnknownError,
+  Step,
+  defineWorkflow,
+  type StepContext,
+} from 'cyclone-nestjs';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { NotificationListener } from '../libs/cyclone/src/notifications/notification-listener.js';
+import { ENQUEUE_JOB, ENQUEUE_JOBS } from '../libs/cyclone/src/sql/enqueue.sql.js';
+import {
+  CANCEL_RUN,
+  GET_OUTPUT,
+  GET_RUN,
+  LIST_STEPS,
+  RETRY_STEPS,
+  RUN_OUTCOME,
+} from '../libs/cyclone/src/sql/runs.sql.js';
+import {
+  PAUSED_QUEUES,
+  PAUSE_QUEUE,
+  PAUSE_RUN,
+  RESUME_QUEUE,
+  RESUME_RUN,
+  SIGNAL_RUN,
+  START_WORKFLOW,
+} from '../libs/cyclone/src/sql/workflow.sql.js';
+import { expectCycloneError } from './support/e2e-helpers.js';
+import { testServerUrl } from './support/nest-app-harness.js';
+import { sql } from './support/sql.js';
+import { TcpProxy } from './support/tcp-proxy.js';
+import { sleep, waitFor } from './support/wait.js';
+
+/**
+ * SPEC §16: every error a public call returns is a CycloneError. A database
+ * that cannot be reached is DatabaseUnavailableError; a write whose
+ * connection is lost as it commits is OutcomeUnknownError carrying its run
+ * ids, so the caller can look them up instead of writing it again. The
+ * faults are real: a TCP proxy between Cyclone and the server refuses
+ * connections, or cuts one after the server committed and before its answer
+ * reached Cyclone.
+ */
+
+@Injectable()
+class FaultSteps {
+  @Step('echo')
+  async echo(input: unknown) {
+    return input;
+  }
+
+  @Step('always_fails', { maxAttempts: 1 })
+  async alwaysFails(_input: unknown, ctx: StepContext): Promise<never> {
+    throw new Error(`attempt ${ctx.attempt} failed`);
+  }
+}
+
+const Gate = defineWorkflow('gate').waitForSignal('open').step('after', 'echo', { after: ['open'] });
+
+let proxy: TcpProxy;
+let env: CycloneTestEnv;
+
+beforeAll(async () => {
+  proxy = await TcpProxy.start(testServerUrl());
+  env = await CycloneTestEnv.create({
+    databaseUrl: proxy.url,
+    providers: [FaultSteps],
+    workflows: [Gate],
+    pollInterval: [50, 300],
+    // The faults make the library warn by design; the errors the calls throw are the evidence.
+    logger: false,
+  });
+});
+
+afterAll(async () => {
+  await proxy?.up();
+  await env?.close();
+  await proxy?.close();
+});
+
+const NOT_DUE = { processIn: '1h' };
+const client = () => env.client;
+const stateOf = async (runId: string) => (await client().getRun(runId)).state;
+
+async function failedRun(): Promise<string> {
+  const runId = await client().enqueue('always_fails', {});
+  await waitFor('the run to fail', async () => (await stateOf(runId)) === 'failed', 10_000);
+  return runId;
+}
+
+describe('a write whose connection is lost after the server committed it', () => {
+  // [call, the statement it sends, set-up, the call, the run ids the error must carry, what the commit did]
+  const cases: [
+    string,
+    string,
+    () => Promise<string | undefined>,
+    (runId: string | undefined) => Promise<unknown>,
+    (runId: string | undefined, err: OutcomeUnknownError) => Promise<void>,
+  ][] = [
+    [
+      'enqueue',
+      ENQUEUE_JOBS.name,
+      async () => undefined,
+      () => client().enqueue('echo', { n: 1 }, NOT_DUE),
+      async (_, err) => expect(await stateOf(err.runId!)).toBe('running'),
+    ],
+    [
+      'enqueue with a unique key',
+      ENQUEUE_JOB.text,
+      async () => undefined,
+      () => client().enqueue('echo', { n: 2 }, { ...NOT_DUE, unique: 'lost-commit' }),
+      async (_, err) => expect((await client().getRun(err.runId!)).uniqueKey).toBe('lost-commit'),
+    ],
+    [
+      'enqueueAction',
+      ENQUEUE_JOBS.name,
+      async () => undefined,
+      () => client().enqueueAction('echo', { n: 3 }, NOT_DUE),
+      async (_, err) => expect(await stateOf(err.runId!)).toBe('running'),
+    ],
+    [
+      'start',
+      START_WORKFLOW.text,
+      async () => undefined,
+      () => client().start(Gate, { n: 4 }),
+      async (_, err) => expect((await client().listSteps(err.runId!)).map((s) => s.state)).toEqual(['waiting_signal', 'pending']),
+    ],
+    [
+      'signal',
+      SIGNAL_RUN.text,
+      () => client().start(Gate, { n: 5 }),
+      (runId) => client().signal(runId!, 'open', { ok: true }),
+      async (runId) => expect((await client().listSteps(runId!))[0]).toMatchObject({ nodeId: 'open', state: 'completed' }),
+    ],
+    [
+      'cancel',
+      CANCEL_RUN.text,
+      () => client().enqueue('echo', { n: 6 }, NOT_DUE),
+      (runId) => client().cancel(runId!),
+      async (runId) => expect(await stateOf(runId!)).toBe('cancelled'),
+    ],
+    [
+      'pause',
+      PAUSE_RUN.text,
+      () => client().start(Gate, { n: 7 }),
+      (runId) => client().pause(runId!),
+      async (runId) => expect(await stateOf(runId!)).toBe('paused'),
+    ],
+    [
+      'resume',
+      RESUME_RUN.text,
+      async () => {
+        const runId = await client().start(Gate, { n: 8 });
+        await client().pause(runId);
+        return runId;
+      },
+      (runId) => client().resume(runId!),
+      async (runId) => expect(await stateOf(runId!)).toBe('running'),
+    ],
+    [
+      'retry',
+      RETRY_STEPS.text,
+      failedRun,
+      (runId) => client().retry(runId!, 'always_fails'),
+      async (runId) =>
+        // The reopened step ran again: its second attempt failed as well.
+        void (await waitFor('the second attempt', async () => (await client().listSteps(runId!))[0].attempt === 2, 10_000)),
+    ],
+    [
+      'retryAll',
+      RETRY_STEPS.text,
+      failedRun,
+      (runId) => client().retryAll(runId!),
+      async (runId) =>
+        void (await waitFor('the second attempt', async () => (await client().listSteps(runId!))[0].attempt === 2, 10_000)),
+    ],
+  ];
+
+  it.each(cases)('%s throws OutcomeUnknownError with the run id; looking it up shows the write', async (_name, marker, setUp, call, check) => {
+    const runId = await setUp();
+    const cut = proxy.cutAfterCommit(marker);
+    const err = await expectCycloneError(call(runId), OutcomeUnknownError, 'outcome_unknown');
+    await cut;
+    expect(err.runIds).toHaveLength(1);
+    if (runId !== undefined) expect(err.runIds).toEqual([runId]);
+    expect(err.runId).toBe(err.runIds[0]);
+    expect(err.message).toContain(err.runIds[0]);
+    expect(err.message).toContain('getRun');
+    await check(runId, err);
+  });
+
+  it('enqueueMany throws OutcomeUnknownError with every run id, and every one of them was written', async () => {
+    const cut = proxy.cutAfterCommit(ENQUEUE_JOBS.name);
+    const err = await expectCycloneError(
+      client().enqueueMany('echo', [{ n: 1 }, { n: 2 }, { n: 3 }], NOT_DUE),
+      OutcomeUnknownError,
+      'outcome_unknown',
+    );
+    await cut;
+    expect(err.runIds).toHaveLength(3);
+    expect(err.runId).toBeUndefined();
+    for (const runId of err.runIds) expect(await stateOf(runId)).toBe('running');
+  });
+
+  it.each([
+    ['pauseQueue', PAUSE_QUEUE.text, () => client().pauseQueue('lost-q'), true],
+    ['resumeQueue', RESUME_QUEUE.text, () => client().resumeQueue('lost-q'), false],
+  ])('%s throws OutcomeUnknownError (no run ids: repeating it is safe); it took effect', async (_name, marker, call, paused) => {
+    const cut = proxy.cutAfterCommit(marker);
+    const err = await expectCycloneError(call(), OutcomeUnknownError, 'outcome_unknown');
+    await cut;
+    expect(err.runIds).toEqual([]);
+    expect(err.message).toContain('safe to repeat');
+    expect((await client().pausedQueues()).includes('lost-q')).toBe(paused);
+  });
+
+  it('enqueueTx, whose transaction cannot commit once its connection is gone, throws DatabaseUnavailableError and nothing is written', async () => {
+    const dataSource = env.dataSource;
+    const before = await sql(env, 'SELECT count(*)::int AS n FROM cyclone_runs');
+    const cut = proxy.cutAfterCommit(ENQUEUE_JOB.text);
+    let caught: unknown;
+    await dataSource
+      .transaction(async (manager) => {
+        await client().enqueueTx(manager, 'echo', { n: 'tx' });
+      })
+      .catch((err: unknown) => (caught = err));
+    await cut;
+    expect(caught).toBeInstanceOf(DatabaseUnavailableError);
+    expect((caught as DatabaseUnavailableError).code).toBe('database_unavailable');
+    expect(await sql(env, 'SELECT count(*)::int AS n FROM cyclone_runs')).toEqual(before);
+  });
+});
+
+describe('a read whose connection is lost', () => {
+  let done: string;
+  beforeAll(async () => {
+    done = await client().enqueue('echo', { read: true });
+    await client().result(done, { timeout: 10_000 });
+  });
+
+  it.each([
+    ['getRun', GET_RUN.text, () => client().getRun(done)],
+    ['listSteps', LIST_STEPS.text, () => client().listSteps(done)],
+    ['output', GET_OUTPUT.text, () => client().output(done, 'echo')],
+    ['result', RUN_OUTCOME.text, () => client().result(done, { timeout: 5_000 })],
+    ['pausedQueues', PAUSED_QUEUES.text, () => client().pausedQueues()],
+  ])('%s throws DatabaseUnavailableError', async (_name, marker, call) => {
+    const cut = proxy.cutAfterCommit(marker);
+    const err = await expectCycloneError(call(), DatabaseUnavailableError, 'database_unavailable');
+    await cut;
+    expect(err.message).toContain('connection was lost');
+  });
+});
+
+describe('a database that cannot be reached', () => {
+  it('every public call throws DatabaseUnavailableError at once, naming the server but not the password', async () => {
+    const runId = await client().enqueue('echo', { n: 'down' }, NOT_DUE);
+    const gate = await client().start(Gate, {});
+    const runner = env.dataSource.createQueryRunner();
+    await runner.connect();
+    await runner.startTransaction();
+    await proxy.down();
+    // Let the pool see its idle connections end.
+    await sleep(200);
+    const calls: [string, () => Promise<unknown>][] = [
+      ['enqueue', () => client().enqueue('echo', {})],
+      ['enqueue with a unique key', () => client().enqueue('echo', {}, { unique: 'down' })],
+      ['enqueueAction', () => client().enqueueAction('echo', {})],
+      ['enqueueMany', () => client().enqueueMany('echo', [{}, {}])],
+      ['start', () => client().start(Gate, {})],
+      ['getRun', () => client().getRun(runId)],
+      ['listSteps', () => client().listSteps(runId)],
+      ['result', () => client().result(runId, { timeout: 1_000 })],
+      ['output', () => client().output(runId, 'echo')],
+      ['cancel', () => client().cancel(runId)],
+      ['retry', () => client().retry(runId, 'echo')],
+      ['retryAll', () => client().retryAll(runId)],
+      ['signal', () => client().signal(gate, 'open')],
+      ['pause', () => client().pause(gate)],
+      ['resume', () => client().resume(gate)],
+      ['pauseQueue', () => client().pauseQueue('default')],
+      ['resumeQueue', () => client().resumeQueue('default')],
+      ['pausedQueues', () => client().pausedQueues()],
+    ];
+    const failures: string[] = [];
+    try {
+      for (const [name, call] of calls) {
+        const started = Date.now();
+        let caught: unknown;
+        try {
+          await call();
+        } catch (err) {
+          caught = err;
+        }
+        const ms = Date.now() - started;
+        if (!(caught instanceof DatabaseUnavailableError)) failures.push(`${name}: ${String(caught)}`);
+        else if (ms > 2_000) failures.push(`${name}: took ${ms} ms`);
+        else if (!caught.message.includes(`PostgreSQL at 127.0.0.1:${proxy.port}/cyclone_test`) || caught.message.includes(":postgres@")) {
+          failures.push(`${name}: ${caught.message}`);
+        }
+      }
+      // The caller's own transaction died with its connection: enqueueTx says so.
+      const inTx = await expectCycloneError(client().enqueueTx(runner, 'echo', {}), NotInTransactionError, 'not_in_transaction');
+      expect(inTx.message).toContain('connection to the database was lost');
+    } finally {
+      await proxy.up();
+      await runner.release().catch(() => undefined);
+    }
+    expect(failures).toEqual([]);
+    // Back: the calls work again.
+    await expect(client().getRun(runId)).resolves.toMatchObject({ id: runId });
+  });
+});
+
+describe("the LISTEN connection after an outage", () => {
+  it('comes back within one poll interval (300 ms here) of the server accepting connections, however long the outage', async () => {
+    const listener = env.app.get(NotificationListener);
+    await waitFor('the listener to be connected', () => listener.isConnected, 10_000);
+    await proxy.down();
+    await waitFor('the listener to notice', () => !listener.isConnected, 5_000);
+    // Long enough for a doubling backoff to reach seconds.
+    await sleep(3_400);
+    await proxy.up();
+    const upAt = Date.now();
+    await waitFor('the listener to be back', () => listener.isConnected, 10_000, 10);
+    const backMs = Date.now() - upAt;
+    process.stderr.write(`\n[listener] back ${backMs} ms after the server accepted connections again (poll max 300 ms)\n`);
+    expect(backMs).toBeLessThan(1_200);
+  });
+});
+
+describe('statementTimeout', () => {
+  let timed: CycloneTestEnv;
+  let blocker: pg.Client;
+  beforeAll(async () => {
+    timed = await CycloneTestEnv.create({ providers: [FaultSteps], statementTimeout: 300, pollInterval: [50, 100], logger: false });
+    blocker = new pg.Client({ connectionString: timed.databaseUrl });
+    await blocker.connect();
+  });
+  afterAll(async () => {
+    await blocker?.end();
+    await timed?.close();
+  });
+
+  it("is set on Cyclone's connections", async () => {
+    expect(await sql(timed, 'SHOW statement_timeout')).toEqual([{ statement_timeout: '300ms' }]);
+    expect(timed.app.get(CycloneDatabase).statementTimeoutMs).toBe(300);
+    // The default: 30 s.
+    expect(await sql(env, 'SHOW statement_timeout')).toEqual([{ statement_timeout: '30s' }]);
+  });
+
+  it('cancels a call stuck behind a lock: DatabaseUnavailableError naming the option, nothing written; claims fail and go on instead of hanging', async () => {
+    const stats = timed.app.get(CycloneStats);
+    const failuresBefore = stats.claimFailures;
+    await blocker.query('BEGIN');
+    await blocker.query('LOCK TABLE cyclone_runs IN ACCESS EXCLUSIVE MODE');
+    try {
+      const started = Date.now();
+      const err = await expectCycloneError(timed.client.enqueue('echo', { stuck: true }), DatabaseUnavailableError, 'database_unavailable');
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(err.message).toContain('statementTimeout');
+      expect(err.reason).toBe('57014');
+      // The workers' claims (which join the runs) are cancelled too, and counted, rather than hanging.
+      await waitFor('a claim to time out', () => stats.claimFailures > failuresBefore, 5_000);
+    } finally {
+      await blocker.query('ROLLBACK');
+    }
+    expect(await sql(timed, 'SELECT count(*)::int AS n FROM cyclone_runs')).toEqual([{ n: 0 }]);
+    const runId = await timed.client.enqueue('echo', { after: true });
+    await expect(timed.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ after: true });
+  });
+});
