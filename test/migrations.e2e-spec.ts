@@ -69,8 +69,10 @@ describe('migrationsRun', () => {
     const app = await harness.start(appModule(db.url));
     expect(await existingTables(db.url)).toEqual([...CYCLONE_TABLES].sort());
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
-    // Versions are numbered 1, 2, 3… in the order the migrations run.
-    expect(ALL_VERSIONS).toEqual(ALL_VERSIONS.map((_, i) => i + 1));
+    // Versions rise in the order the migrations run. (Numbers are given out
+    // per change, so one may land before a lower one: a gap is not an error.)
+    expect(ALL_VERSIONS).toEqual([...new Set(ALL_VERSIONS)].sort((x, y) => x - y));
+    expect(ALL_VERSIONS[0]).toBe(1);
 
     const client = app.get(CycloneClient);
     const runId = await client.enqueue('echo', { ok: true });

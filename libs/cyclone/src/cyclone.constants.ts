@@ -21,6 +21,13 @@ export const RETENTION_BATCH = 1_000;
 export const DEFAULT_PARTITION_MONTHS_AHEAD = 3;
 export const PARTITION_INTERVAL_MS = 6 * 3_600_000;
 
+/**
+ * Schedules: a tick more than this old is missed (catchUp 'none' skips it),
+ * and the schedule loop looks again at least this often.
+ */
+export const SCHEDULE_ON_TIME_MS = 10_000;
+export const SCHEDULE_MAX_WAIT_MS = 5_000;
+
 export const MIN_PRIORITY = -1000;
 export const MAX_PRIORITY = 1000;
 /** The largest attempt count we accept; far above any sane retry policy. */

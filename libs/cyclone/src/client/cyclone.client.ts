@@ -22,7 +22,7 @@ import { NotificationListener } from '../notifications/notification-listener.js'
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import type { Statement } from '../database/statement.js';
 import type pg from 'pg';
-import { ENQUEUE_JOB, FIND_UNIQUE_HOLDER } from '../sql/enqueue.sql.js';
+import { ENQUEUE_JOB, FIND_UNIQUE_HOLDER, UNIQUE_CONFLICT } from '../sql/enqueue.sql.js';
 import {
   PAUSED_QUEUES,
   PAUSE_QUEUE,
@@ -36,6 +36,9 @@ import { UnknownSignalError } from '../errors/unknown-signal.error.js';
 import { START_OPTION_NAMES, type StartOptions } from '../interfaces/workflow-options.interface.js';
 import type { WorkflowDefinition } from '../definitions/define-workflow.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
+import { ScheduleRegistry } from '../schedules/schedule-registry.js';
+import { SCHEDULE_STATE } from '../sql/schedules.sql.js';
+import type { ScheduleInfo } from '../interfaces/schedule-info.interface.js';
 import { messages } from '../cyclone.messages.js';
 import {
   CANCEL_RUN,
@@ -47,7 +50,8 @@ import {
   STEP_STATE,
 } from '../sql/runs.sql.js';
 import { EnqueueBatcher } from './enqueue-batcher.js';
-import { enqueueJobValues, jobParams, type JobParams } from '../steps/job-params.js';
+import { enqueueJobValues, jobParams, uniqueOptions, type JobParams } from '../steps/job-params.js';
+import { flowKeys } from '../steps/flow-limits.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
 import { uuid7 } from '../common/uuid7.js';
@@ -80,19 +84,20 @@ export class CycloneClient {
     private readonly wakes: WakePublisher,
     private readonly workflows: WorkflowRegistry,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
+    private readonly schedules: ScheduleRegistry,
   ) {
     this.enqueues = new EnqueueBatcher(database, wakes);
   }
 
   /** Enqueues a standalone job and returns its run id once it is committed. */
   async enqueue<S extends Kind>(kind: S, input: StepInput<S>, opts: EnqueueOptions = {}): Promise<string> {
-    const [params, inputJson] = this.prepare(kind, input, opts);
+    const [params, inputJson, keys] = this.prepare(kind, input, opts);
     if (params.uniqueKey === null) {
       const runId = uuid7();
-      await this.enqueues.enqueue({ runId, params, inputJson });
+      await this.enqueues.enqueue({ runId, params, inputJson, keys });
       return runId;
     }
-    const { id, due } = await this.insertJob(params, inputJson, false, this.pooled);
+    const { id, due } = await this.insertJob(params, inputJson, keys, false, this.pooled);
     if (due) this.wakes.wake(params.queue);
     return id;
   }
@@ -105,7 +110,8 @@ export class CycloneClient {
   /**
    * Enqueues inside the caller's open transaction: the job exists only if
    * that transaction commits, and its wake-up is sent only then. A duplicate
-   * unique key throws `DuplicateError` without aborting the transaction.
+   * unique key throws `DuplicateError` (or keeps, replaces or debounces the
+   * holder, as `unique.onConflict` says) without aborting the transaction.
    */
   async enqueueTx<S extends Kind>(
     tx: EntityManager | QueryRunner,
@@ -115,8 +121,8 @@ export class CycloneClient {
   ): Promise<string> {
     const runner = 'manager' in tx && 'isTransactionActive' in tx ? tx : (tx as EntityManager).queryRunner;
     if (!runner?.isTransactionActive) throw new NotInTransactionError();
-    const [params, json] = this.prepare(kind, input, opts);
-    const { id } = await this.insertJob(params, json, true, (stmt, values) => runner.query(stmt.text, [...values]));
+    const [params, json, keys] = this.prepare(kind, input, opts);
+    const { id } = await this.insertJob(params, json, keys, true, (stmt, values) => runner.query(stmt.text, [...values]));
     return id;
   }
 
@@ -132,7 +138,12 @@ export class CycloneClient {
     const params = jobParams(step, opts, this.options);
     const texts = inputs.map((input, i) => toJson(input, `input at index ${i}`, this.options.maxPayloadBytes));
     if (texts.length === 0) return [];
-    const jobs = texts.map((inputJson) => ({ runId: uuid7(), params, inputJson }));
+    const jobs = texts.map((inputJson, i) => ({
+      runId: uuid7(),
+      params,
+      inputJson,
+      keys: flowKeys(step.kind, step.flow, inputs[i]),
+    }));
     await this.enqueues.insert(jobs);
     return jobs.map((j) => j.runId);
   }
@@ -235,9 +246,22 @@ export class CycloneClient {
     const compiled = this.workflows.get(workflow);
     if (typeof opts !== 'object' || opts === null) throw new InvalidOptionError('Start options must be an object.');
     checkKnownKeys('start options', opts, START_OPTION_NAMES);
-    const uniqueKey = opts.unique !== undefined ? checkName(opts.unique, 'unique') : null;
+    const unique = uniqueOptions(opts.unique);
+    if (unique.onConflict === 'replace' || unique.debounceMs !== null) {
+      throw new InvalidOptionError(
+        "Options unique.onConflict 'replace' and unique.debounce are for standalone jobs (enqueue); a workflow run takes 'error' or 'keep'.",
+      );
+    }
+    const uniqueKey = unique.key;
     const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
     const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
+    // Nodes of limited kinds carry the keys their kind's key functions give for the run's input.
+    const nodes = compiled.nodes.map((node) => {
+      const flow = node.kind === null ? undefined : this.registry.find(node.kind)?.flow;
+      if (!flow) return node;
+      const [flow_key, rate_key] = flowKeys(node.kind!, flow, input);
+      return { ...node, flow_key, rate_key };
+    });
     const { rows } = await this.database.query(START_WORKFLOW, [
       uuid7(),
       compiled.name,
@@ -246,9 +270,13 @@ export class CycloneClient {
       compiled.queue,
       uniqueKey,
       retentionMs,
-      JSON.stringify(compiled.nodes),
+      JSON.stringify(nodes),
     ]);
     if (rows[0].id !== null) return rows[0].id;
+    if (unique.onConflict === 'keep') {
+      const holder = await this.pooled(FIND_UNIQUE_HOLDER, [uniqueKey!]);
+      return holder.length > 0 ? holder[0].id : this.start(workflow, input, opts);
+    }
     return this.heldBy(uniqueKey!, this.pooled, () => this.start(workflow, input, opts));
   }
 
@@ -336,6 +364,23 @@ export class CycloneClient {
     return rows.map((r) => r.queue);
   }
 
+  /**
+   * This app's schedules, with their next tick and the last one fired (by
+   * any replica; null before the first), from their durable state.
+   */
+  async listSchedules(): Promise<ScheduleInfo[]> {
+    const schedules = this.schedules.all();
+    if (schedules.length === 0) return [];
+    const { rows } = await this.database.query(SCHEDULE_STATE, [schedules.map((s) => s.name)]);
+    const now = rows[0].now;
+    const state = new Map(rows.filter((r) => r.name !== null).map((r) => [r.name, r]));
+    return schedules.map((s) => {
+      const lastTickAt = state.get(s.name)?.last_tick_at ?? null;
+      const after = lastTickAt && lastTickAt > now ? lastTickAt : now;
+      return { name: s.name, kind: s.kind, cron: s.cron, timezone: s.timezone, nextTickAt: s.nextAfter(after), lastTickAt };
+    });
+  }
+
   /** Reopens every discarded node of the run; returns how many. */
   async retryAll(runId: string): Promise<number> {
     return this.reopen(runId, null);
@@ -356,22 +401,56 @@ export class CycloneClient {
     }
   }
 
-  private prepare(kind: Kind, input: unknown, opts: EnqueueOptions): [JobParams, string] {
+  /** Checks an enqueue before anything is written: its options, its input, and its limits' keys. */
+  private prepare(kind: Kind, input: unknown, opts: EnqueueOptions): [JobParams, string, [string | null, string | null]] {
     const step = this.registry.get(kindOf(kind));
     const params = jobParams(step, opts ?? {}, this.options);
-    return [params, toJson(input, 'input', this.options.maxPayloadBytes)];
+    const json = toJson(input, 'input', this.options.maxPayloadBytes);
+    return [params, json, flowKeys(step.kind, step.flow, input)];
   }
 
   /** `notify`: send the wake-up from the statement itself (inside a caller's transaction). */
   private async insertJob(
     params: JobParams,
     json: string,
+    keys: [string | null, string | null],
     notify: boolean,
     query: Query,
   ): Promise<{ id: string; due: boolean }> {
-    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json, notify));
+    const rows = await query(ENQUEUE_JOB, enqueueJobValues(params, json, notify, keys));
     if (rows.length > 0) return { id: rows[0].id, due: rows[0].due };
-    return this.heldBy(params.uniqueKey!, query, () => this.insertJob(params, json, notify, query));
+    const insertAgain = () => this.insertJob(params, json, keys, notify, query);
+    if (params.onConflict === 'error') return this.heldBy(params.uniqueKey!, query, insertAgain);
+    return this.resolveConflict(params, json, keys, query, insertAgain);
+  }
+
+  /**
+   * onConflict 'keep' or 'replace', or a debounce: the holder is kept, given
+   * the new input, or pushed back, under its run's lock; its run id is the
+   * enqueue's result. A holder that started cannot be replaced: DuplicateError.
+   */
+  private async resolveConflict(
+    params: JobParams,
+    json: string,
+    [flowKey, rateKey]: [string | null, string | null],
+    query: Query,
+    insertAgain: () => Promise<{ id: string; due: boolean }>,
+  ): Promise<{ id: string; due: boolean }> {
+    const key = params.uniqueKey!;
+    const [{ holder, outcome }] = await query(UNIQUE_CONFLICT, [
+      key,
+      params.kind,
+      params.onConflict === 'replace',
+      json,
+      flowKey,
+      rateKey,
+      params.debounceMs,
+    ]);
+    if (holder === null) return insertAgain();
+    if (outcome === 'started' && params.onConflict === 'replace') {
+      throw new DuplicateError(holder, key, messages.replaceStarted(key, holder));
+    }
+    return { id: holder, due: false };
   }
 
   /**

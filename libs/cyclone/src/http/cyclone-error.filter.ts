@@ -17,6 +17,7 @@ export const CYCLONE_ERROR_STATUS: Readonly<Record<string, HttpStatus>> = {
   run_cancelled: HttpStatus.CONFLICT,
   invalid_option: HttpStatus.BAD_REQUEST,
   invalid_input: HttpStatus.BAD_REQUEST,
+  invalid_key: HttpStatus.BAD_REQUEST,
   unknown_step: HttpStatus.BAD_REQUEST,
   run_failed: HttpStatus.UNPROCESSABLE_ENTITY,
   result_timeout: HttpStatus.GATEWAY_TIMEOUT,

@@ -3,3 +3,4 @@ export * from './run-info.interface.js';
 export * from './step-context.interface.js';
 export * from './step-options.interface.js';
 export * from './workflow-options.interface.js';
+export * from './schedule-info.interface.js';

@@ -5,13 +5,15 @@ import type { MaintenanceService } from './maintenance-service.js';
 import { PartitionMaintainer } from './partition-maintainer.js';
 import { RecoverySweeper } from './recovery.sweeper.js';
 import { RetentionSweeper } from './retention.sweeper.js';
+import { ScheduleTicker } from './schedule.ticker.js';
 import { TimerSweeper } from './timer.sweeper.js';
 
 /**
  * Starts and stops the maintenance services' loops. Every client runs them,
  * enqueue-only ones too: recovery, timers, retention and partitions need no
  * leader, since each step they touch is settled under its run's lock and
- * re-checked, and partitions change under an advisory lock.
+ * re-checked, partitions change under an advisory lock, and a schedule's
+ * tick is claimed by one compare-and-set on its row.
  */
 @Injectable()
 export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
@@ -25,8 +27,9 @@ export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
     timers: TimerSweeper,
     retention: RetentionSweeper,
     partitions: PartitionMaintainer,
+    schedules: ScheduleTicker,
   ) {
-    this.services = [recovery, timers, retention, partitions];
+    this.services = [recovery, timers, retention, partitions, schedules];
   }
 
   onApplicationBootstrap(): void {

@@ -12,6 +12,8 @@ import { PartitionMaintainer } from '../maintenance/partition-maintainer.js';
 import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import { TimerSweeper } from '../maintenance/timer.sweeper.js';
+import { ScheduleTicker } from '../maintenance/schedule.ticker.js';
+import { ScheduleRegistry } from '../schedules/schedule-registry.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
@@ -72,6 +74,8 @@ import { resolveOptions, type ResolvedOptions } from '../options/resolved-option
     TimerSweeper,
     RetentionSweeper,
     PartitionMaintainer,
+    ScheduleRegistry,
+    ScheduleTicker,
     Maintainer,
   ],
   // What apps call. The health and metrics modules read CycloneStats.

@@ -1,4 +1,4 @@
-import type { CycloneConnectionOptions, CycloneModuleOptions } from './cyclone-module-options.interface.js';
+import type { CycloneConnectionOptions, CycloneModuleOptions, ScheduleOptions } from './cyclone-module-options.interface.js';
 import { toMs } from '../common/duration.js';
 import { checkInteger, checkKnownKeys, checkName } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
@@ -18,6 +18,8 @@ import {
 export interface ResolvedOptions {
   connection?: CycloneConnectionOptions;
   queues: Map<string, number>;
+  /** Cluster-wide caps on running steps, by queue (queues.<name>.concurrency). */
+  queueCaps: Map<string, number>;
   /** Whether `queues` was given: without it, queues named by steps are served too. */
   queuesConfigured: boolean;
   leaseTtlMs: number;
@@ -33,6 +35,8 @@ export interface ResolvedOptions {
   partitionMonthsAhead: number;
   /** Null: partitions are never dropped. */
   partitionDropAfterMs: number | null;
+  /** As given; checked and compiled with the `@Step` schedules at startup (ScheduleRegistry). */
+  schedules: ScheduleOptions[];
 }
 
 const KNOWN = [
@@ -48,21 +52,32 @@ const KNOWN = [
   'maxPayloadBytes',
   'workflows',
   'partitions',
+  'schedules',
   'isGlobal',
 ] as const;
 
 const PARTITION_KEYS = ['monthsAhead', 'dropAfter'] as const;
+const QUEUE_KEYS = ['workers', 'concurrency'] as const;
 
 /** Validates module options at startup so that a typo fails the boot, not a job at 3 a.m. */
 export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOptions {
   checkKnownKeys('CycloneModule options', options, KNOWN);
   const queues = new Map<string, number>();
+  const queueCaps = new Map<string, number>();
   for (const [name, queue] of Object.entries(options.queues ?? { [DEFAULT_QUEUE]: { workers: DEFAULT_WORKERS } })) {
     checkName(name, 'queues');
     if (typeof queue !== 'object' || queue === null) {
       throw new InvalidOptionError(`Option "queues.${name}" must be an object such as { workers: 10 }.`);
     }
+    checkKnownKeys(`option "queues.${name}"`, queue, QUEUE_KEYS);
     queues.set(name, checkInteger(queue.workers, `queues.${name}.workers`, 0, 10_000));
+    if (queue.concurrency !== undefined) {
+      queueCaps.set(name, checkInteger(queue.concurrency, `queues.${name}.concurrency`, 1, 1_000_000));
+    }
+  }
+  const schedules = options.schedules ?? [];
+  if (!Array.isArray(schedules)) {
+    throw new InvalidOptionError("Option \"schedules\" must be an array such as [{ name: 'nightly', cron: '0 3 * * *', kind: 'report' }].");
   }
   const [minPoll, maxPoll] = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
   const pollIntervalMs: [number, number] = [toMs(minPoll, 'pollInterval[0]'), toMs(maxPoll, 'pollInterval[1]')];
@@ -92,6 +107,7 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
   return {
     connection: options.connection,
     queues,
+    queueCaps,
     queuesConfigured: options.queues !== undefined,
     leaseTtlMs,
     pollIntervalMs,
@@ -118,5 +134,6 @@ export function resolveOptions(options: CycloneModuleOptions = {}): ResolvedOpti
       24,
     ),
     partitionDropAfterMs: partitions.dropAfter === false ? null : toMs(partitions.dropAfter ?? 0, 'partitions.dropAfter'),
+    schedules,
   };
 }

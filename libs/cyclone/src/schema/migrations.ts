@@ -38,13 +38,14 @@ function sqlMigration(version: number, name: string, file: string) {
 }
 
 export class CycloneBaseline1764403200000 extends sqlMigration(1, 'CycloneBaseline1764403200000', '0001-baseline') {}
+export class CycloneFlowControl1765180800000 extends sqlMigration(5, 'CycloneFlowControl1765180800000', '0005-flow-control') {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
  * `migrations` to migrate with TypeORM, or let `CycloneModule` (or
  * `npx cyclone migrate`) apply them.
  */
-export const CYCLONE_MIGRATIONS = [CycloneBaseline1764403200000] as const;
+export const CYCLONE_MIGRATIONS = [CycloneBaseline1764403200000, CycloneFlowControl1765180800000] as const;
 
 /** The migrations as data: version, name and SQL. */
 export function schemaMigrations(): SchemaMigration[] {

@@ -9,7 +9,12 @@ import {
   MAX_PRIORITY,
   MIN_PRIORITY,
 } from '../cyclone.constants.js';
-import { ENQUEUE_OPTION_NAMES, type EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
+import {
+  ENQUEUE_OPTION_NAMES,
+  type EnqueueOptions,
+  type OnConflict,
+  type UniqueOptions,
+} from '../interfaces/enqueue-options.interface.js';
 import type { RegisteredStep } from './registered-step.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import { uuid7 } from '../common/uuid7.js';
@@ -21,6 +26,10 @@ export interface JobParams {
   kind: string;
   queue: string;
   uniqueKey: string | null;
+  /** What to do when the key is held. */
+  onConflict: OnConflict;
+  /** Push the holder back by this much on each enqueue with its key. */
+  debounceMs: number | null;
   retentionMs: number;
   priority: number;
   maxAttempts: number;
@@ -42,6 +51,7 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
   if (opts.processAt !== undefined && !(opts.processAt instanceof Date && !Number.isNaN(opts.processAt.getTime()))) {
     throw new InvalidOptionError(messages.invalidDate('processAt', opts.processAt));
   }
+  const unique = uniqueOptions(opts.unique);
   const maxReclaims =
     opts.maxReclaims !== undefined
       ? checkInteger(opts.maxReclaims, 'maxReclaims', 0, 1_000_000)
@@ -49,7 +59,9 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
   return {
     kind: step.kind,
     queue: opts.queue !== undefined ? checkName(opts.queue, 'queue') : (step.queue ?? DEFAULT_QUEUE),
-    uniqueKey: opts.unique !== undefined ? checkName(opts.unique, 'unique') : null,
+    uniqueKey: unique.key,
+    onConflict: unique.onConflict,
+    debounceMs: unique.debounceMs,
     retentionMs: optionalMs(opts.retention, 'retention') ?? step.retentionMs ?? module.retentionMs,
     priority:
       opts.priority !== undefined
@@ -62,14 +74,54 @@ export function jobParams(step: RegisteredStep, opts: EnqueueOptions, module: Re
     maxReclaims,
     timeoutMs: optionalPositiveMs(opts.timeout, 'timeout') ?? step.timeoutMs ?? null,
     processAt: opts.processAt ?? null,
-    processInMs: optionalMs(opts.processIn, 'processIn') ?? 0,
+    // A debounced run starts a debounce after its first enqueue, unless told otherwise.
+    processInMs: optionalMs(opts.processIn, 'processIn') ?? (opts.processAt === undefined ? (unique.debounceMs ?? 0) : 0),
   };
 }
 
+const UNIQUE_KEYS = ['key', 'onConflict', 'debounce'] as const;
+
+/** The `unique` option, a key or `{ key, onConflict, debounce }`, checked. */
+export function uniqueOptions(unique: string | UniqueOptions | undefined): {
+  key: string | null;
+  onConflict: OnConflict;
+  debounceMs: number | null;
+} {
+  if (unique === undefined) return { key: null, onConflict: 'error', debounceMs: null };
+  if (typeof unique === 'string') return { key: checkName(unique, 'unique'), onConflict: 'error', debounceMs: null };
+  if (typeof unique !== 'object' || unique === null) {
+    throw new InvalidOptionError(
+      "Option \"unique\" must be a key or an object such as { key: 'report:7', onConflict: 'keep' }.",
+    );
+  }
+  checkKnownKeys('option "unique"', unique, UNIQUE_KEYS);
+  const key = checkName(unique.key, 'unique.key');
+  const debounceMs = optionalPositiveMs(unique.debounce, 'unique.debounce') ?? null;
+  const onConflict = unique.onConflict ?? (debounceMs !== null ? 'keep' : 'error');
+  if (onConflict !== 'error' && onConflict !== 'keep' && onConflict !== 'replace') {
+    throw new InvalidOptionError(
+      `Option "unique.onConflict" must be 'error', 'keep' or 'replace'; got ${JSON.stringify(onConflict)}.`,
+    );
+  }
+  if (debounceMs !== null && onConflict === 'error') {
+    throw new InvalidOptionError(
+      'Option "unique.debounce" pushes the holder back and returns its run id, so it cannot go with onConflict \'error\'; ' +
+        "use 'keep' (the default with debounce) or 'replace'.",
+    );
+  }
+  return { key, onConflict, debounceMs };
+}
+
 /** Parameters of ENQUEUE_JOB for one job. */
-export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolean): StatementParams<typeof ENQUEUE_JOB> {
+export function enqueueJobValues(
+  p: JobParams,
+  inputJson: string,
+  notify: boolean,
+  [flowKey, rateKey]: [string | null, string | null],
+  runId = uuid7(),
+): StatementParams<typeof ENQUEUE_JOB> {
   return [
-    uuid7(),
+    runId,
     p.kind,
     inputJson,
     p.queue,
@@ -82,6 +134,8 @@ export function enqueueJobValues(p: JobParams, inputJson: string, notify: boolea
     p.processAt,
     p.processInMs,
     notify,
+    flowKey,
+    rateKey,
   ];
 }
 
@@ -90,6 +144,8 @@ export interface NewJob {
   runId: string;
   params: JobParams;
   inputJson: string;
+  /** Its kind's limits' keys for its input (flowKeys). */
+  keys: [string | null, string | null];
 }
 
 /** Parameters of ENQUEUE_JOBS: one array per column. */
@@ -106,5 +162,7 @@ export function enqueueJobsValues(jobs: NewJob[]): StatementParams<typeof ENQUEU
     jobs.map((j) => j.params.timeoutMs),
     jobs.map((j) => j.params.processAt),
     jobs.map((j) => j.params.processInMs),
+    jobs.map((j) => j.keys[0]),
+    jobs.map((j) => j.keys[1]),
   ];
 }

@@ -60,7 +60,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
           maxPayloadBytes: this.options.maxPayloadBytes,
           stats: this.stats,
           completions: this.completions,
-        }),
+        }, this.options.queueCaps.get(queue) ?? null),
       );
     }
     this.unsubscribe.push(

@@ -1,0 +1,31 @@
+-- cyclone_start_workflow as schema versions 1 to 4 defined it; 0005-flow-control.down.sql
+-- restores it. The live definition is sql/functions/start-workflow.sql.
+-- Starts a workflow run: the run with its graph, one pending row per node,
+-- then routing makes the roots move. Returns NULL when the unique key is held
+-- by an unfinished run (nothing is written).
+CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb,
+                                                  p_queue text, p_unique_key text, p_retention_ms bigint,
+                                                  p_nodes jsonb)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_unique_key IS NOT NULL THEN
+    INSERT INTO cyclone_unique_keys (unique_key, run_id) VALUES (p_unique_key, p_run_id) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
+  END IF;
+  INSERT INTO cyclone_runs (id, workflow, graph, input, queue, unique_key, retention)
+  VALUES (p_run_id, p_workflow, p_graph, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond');
+
+  INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
+                             max_attempts, max_reclaims, timeout)
+  SELECT p_run_id, n.node_id, n.kind, n.node_type, n.queue, n.priority, 'pending', n.depends_on,
+         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond'
+    FROM jsonb_to_recordset(p_nodes) AS n(node_id text, kind text, node_type text, queue text, priority smallint,
+                                         depends_on text[], max_attempts integer, max_reclaims integer,
+                                         timeout_ms bigint);
+
+  PERFORM cyclone_release_successors(ARRAY[p_run_id]);
+  RETURN p_run_id;
+END $$;
