@@ -4,6 +4,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writ
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CYCLONE_MIGRATIONS } from 'cyclone-nestjs';
 import { TestDatabase } from 'cyclone-nestjs/testing';
 import { testServerUrl } from './support/nest-app-harness.js';
 
@@ -17,6 +18,8 @@ import { testServerUrl } from './support/nest-app-harness.js';
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** Every version this build ships, in the order they apply. */
+const VERSIONS = CYCLONE_MIGRATIONS.map((m) => m.version);
 const LIBRARY = join(ROOT, 'libs/cyclone');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 const FIXTURE = join(ROOT, 'test/fixtures/consumer-app');
@@ -143,10 +146,10 @@ describe('the published package', () => {
     it('status reports the migrations and queues of a migrated database', async () => {
       const status = await cli(['status', '--url', database.url]);
       expect(status).toMatchObject({ code: 0, stderr: '' });
-      expect(status.stdout).toContain('Migrations: applied 1; none pending');
+      expect(status.stdout).toContain(`Migrations: applied ${VERSIONS.join(', ')}; none pending`);
       expect(status.stdout).toContain('Stranded leases: 0');
       const json = await cli(['status', '--json'], { CYCLONE_DATABASE_URL: database.url });
-      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: [1], pending: [] }, strandedLeases: 0 });
+      expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: VERSIONS, pending: [] }, strandedLeases: 0 });
     });
 
     it('migrate --dry-run prints the SQL of what is pending and changes nothing; migrate applies it', async () => {
@@ -162,7 +165,10 @@ describe('the published package', () => {
         expect(before.stderr).toContain('cyclone migrate');
 
         const applied = await cli(['migrate', '--url', empty.url]);
-        expect(applied).toMatchObject({ code: 0, stdout: 'Applied CycloneBaseline1764403200000 (version 1)\n' });
+        expect(applied).toMatchObject({
+          code: 0,
+          stdout: CYCLONE_MIGRATIONS.map((m) => `Applied ${new m().name} (version ${m.version})\n`).join(''),
+        });
         expect((await cli(['migrate', '--url', empty.url])).stdout).toContain('up to date');
         expect((await cli(['migrate', '--dry-run', '--url', empty.url])).stdout).toContain('nothing to apply');
       } finally {

@@ -71,6 +71,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
 
 export const runner: Runner = {
   system: 'graphile-worker',
+  flowControl: 'graphile-worker 0.17 has no per-key concurrency limit (only named queues that run one job at a time)',
   describe: (workers, pool) =>
     workers === 0
       ? `makeWorkerUtils({ connectionString, maxPoolSize: ${pool} }); addJob`

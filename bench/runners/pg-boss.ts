@@ -58,6 +58,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
 
 export const runner: Runner = {
   system: 'pg-boss',
+  flowControl: 'pg-boss 10 (the version installed here) has no group concurrency; pg-boss 12 does, not installed yet',
   describe: (workers, pool, crash) => {
     if (workers === 0) return `new PgBoss({ connectionString, max: ${pool} }); boss.send`;
     const { loops, batchSize } = shape(workers);

@@ -6,6 +6,8 @@ export const SYSTEMS: SystemName[] = ['cyclone', 'pg-boss', 'graphile-worker'];
 /** The payload of every benchmark job. */
 export interface BenchPayload {
   i: number;
+  /** W8: the key its per-key limit counts under. */
+  key?: string;
   /** Producer's clock just before the enqueue call (W3). */
   sentAt?: number;
 }
@@ -33,6 +35,11 @@ export interface StartOptions {
   handler?: JobHandler;
   /** Settings of the crash test (W5): short lease / expiry so recovery happens within the run. */
   crash?: boolean;
+  /**
+   * Flow control (W8, W1L): a per-key concurrency limit over the payloads'
+   * `key`, or a kind-wide limit. Only for runners with `flowControl`.
+   */
+  flow?: { perKey?: number; kindLimit?: number };
 }
 
 export interface SystemHandle {
@@ -54,6 +61,11 @@ export interface Runner {
   /** Jobs completed successfully, of `total` enqueued into this database. */
   completed(client: pg.ClientBase | pg.Pool, total: number): Promise<number>;
   crash: CrashInspector;
+  /**
+   * Whether the runner can run W8 and W1L (per-key and kind-wide concurrency
+   * limits), or why not.
+   */
+  flowControl: true | string;
 }
 
 /** How the crash test finds the jobs a killed worker held, and sees them become claimable again. */
