@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { afterEach, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { CycloneDatabase, CycloneStats, InvalidKeyError, InvalidOptionError, PermanentError, Snooze, Step, type StepContext } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
@@ -6,6 +6,7 @@ import { HandlerProbe, testEnvs } from './support/handler-probe.js';
 import { countRows, expectCycloneError, expectRejectedWritingNothing } from './support/e2e-helpers.js';
 import { sql } from './support/sql.js';
 import { sleep, waitFor } from './support/wait.js';
+import { FLOW_WORKER_SCRIPT, WorkerFleet } from './crash/worker-fleet.js';
 
 /**
  * Flow control (SPEC §13) with three replicas on one database: concurrency
@@ -282,6 +283,50 @@ describe('concurrency limits across three replicas', () => {
     await other.runUntilComplete(handed, { timeout: 10_000 });
     expect((await other.client.getRun(handed)).state).toBe('completed');
   }, 60_000);
+});
+
+describe('a holder SIGKILLed while it holds the room', () => {
+  @Injectable()
+  class HeldSlotSteps {
+    // The kind of test/flow/flow-worker.ts, with the same limit, run here quickly.
+    @Step('held_slot', { concurrency: { limit: 1 } })
+    async hold(_input: unknown, ctx: StepContext): Promise<{ pid: number; reclaims: number }> {
+      return { pid: process.pid, reclaims: ctx.reclaims };
+    }
+  }
+
+  let fleet: WorkerFleet | undefined;
+  afterEach(async () => {
+    await fleet?.killAll();
+    fleet = undefined;
+  });
+
+  it('gets its room back with its lease: the sweep reclaims the step, and the limit lets the next one run', async () => {
+    WorkerFleet.assertBuilt(FLOW_WORKER_SCRIPT);
+    const owner = await createEnv({ runWorkers: false, providers: [HeldSlotSteps] });
+    fleet = new WorkerFleet({ databaseUrl: owner.databaseUrl, leaseTtlMs: 800, pollMs: [50, 200], slots: 3 }, FLOW_WORKER_SCRIPT);
+    const worker = fleet.spawn({ FLOW_HOLD_MS: '60000' });
+    await worker.whenReady;
+    const [first, second] = [await owner.client.enqueue('held_slot', {}), await owner.client.enqueue('held_slot', {})];
+    await waitFor('the worker process to hold the first step', async () => {
+      const [row] = await sql(owner, 'SELECT state, lease_owner FROM cyclone_steps WHERE run_id = $1', [first]);
+      return row.state === 'running' && row.lease_owner === worker.owner;
+    });
+    // Three free slots, but the limit is one: the second waits.
+    await sleep(600);
+    expect((await owner.client.listSteps(second))[0].state).toBe('available');
+
+    const [{ lease_expiry: leaseAtKill }] = await sql(owner, 'SELECT lease_expiry FROM cyclone_steps WHERE run_id = $1', [first]);
+    await fleet.kill(worker);
+    const replica = await replicaOf(owner, { providers: [HeldSlotSteps], leaseTtl: 800 });
+    await replica.runUntilComplete(first, { timeout: 15_000 });
+    await replica.runUntilComplete(second, { timeout: 15_000 });
+    const rows = await sql(owner, 'SELECT run_id, started_at, finished_at, reclaims FROM cyclone_steps ORDER BY id');
+    expect(rows.map((r) => r.reclaims)).toEqual([1, 0]);
+    // Nothing ran in the dead holder's room before its lease expired, and one at a time after.
+    for (const r of rows) expect((r.started_at as Date).getTime()).toBeGreaterThanOrEqual((leaseAtKill as Date).getTime());
+    expect((rows[1].started_at as Date).getTime()).toBeGreaterThanOrEqual((rows[0].finished_at as Date).getTime());
+  }, 40_000);
 });
 
 describe('rate limits across three replicas', () => {
