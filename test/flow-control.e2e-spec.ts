@@ -329,6 +329,46 @@ describe('a holder SIGKILLed while it holds the room', () => {
   }, 40_000);
 });
 
+describe('a limit added to or removed from a kind with a backlog', () => {
+  @Injectable()
+  class Unlimited {
+    @Step('changing')
+    async run(input: Job): Promise<null> {
+      await gauge.around(['changing'], () => sleep(input.ms ?? 20));
+      return null;
+    }
+  }
+  @Injectable()
+  class Limited {
+    @Step('changing', { concurrency: { limit: 1, key: (input: Job) => input.tenant! } })
+    async run(input: Job): Promise<null> {
+      await gauge.around(['changing', `changing:${input.tenant}`], () => sleep(input.ms ?? 20));
+      return null;
+    }
+  }
+
+  it('the queued steps are keyed or unkeyed at startup and run under the new rules', async () => {
+    gauge.reset();
+    const owner = await createEnv({ runWorkers: false, providers: [Unlimited] });
+    const before = await owner.client.enqueueMany('changing', Array.from({ length: 12 }, (_, i) => ({ tenant: `t${i % 3}`, ms: 40 })));
+    // Now the kind has a per-key limit: the backlog gets its keys and runs one per key at a time.
+    const limited = await replicaOf(owner, { providers: [Limited], workers: 6 });
+    await drain(owner, before);
+    for (const t of ['t0', 't1', 't2']) expect(gauge.peak.get(`changing:${t}`)).toBe(1);
+    expect(gauge.peak.get('changing')).toBe(3);
+    await limited.client.pauseQueue('default');
+    const queued = await limited.client.enqueueMany('changing', Array.from({ length: 6 }, (_, i) => ({ tenant: 't0', ms: 40 + i })));
+    expect((await sql(owner, `SELECT count(*)::int AS n FROM cyclone_steps WHERE flow_key = 't0' AND state = 'available'`))[0].n).toBe(6);
+    // And the limit removed again: those steps go back to the plain claim, all at once.
+    gauge.reset();
+    await replicaOf(owner, { providers: [Unlimited], workers: 6 });
+    await limited.client.resumeQueue('default');
+    await limited.app.close();
+    await drain(owner, queued);
+    expect(gauge.peak.get('changing')).toBeGreaterThan(1);
+  }, 30_000);
+});
+
 describe('rate limits across three replicas', () => {
   /** The most starts in any window of `per` ms, from the steps' started_at (database clock). */
   async function busiestWindow(env: CycloneTestEnv, kind: string, perMs: number, byKey = false): Promise<number> {

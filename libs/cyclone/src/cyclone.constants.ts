@@ -28,6 +28,9 @@ export const PARTITION_INTERVAL_MS = 6 * 3_600_000;
 export const SCHEDULE_ON_TIME_MS = 10_000;
 export const SCHEDULE_MAX_WAIT_MS = 5_000;
 
+/** How often queued steps' flow keys are brought in line with the app's limits (FlowKeySweeper). */
+export const FLOW_KEY_INTERVAL_MS = 60_000;
+
 export const MIN_PRIORITY = -1000;
 export const MAX_PRIORITY = 1000;
 /** The largest attempt count we accept; far above any sane retry policy. */

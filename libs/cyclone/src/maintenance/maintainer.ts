@@ -6,6 +6,7 @@ import { PartitionMaintainer } from './partition-maintainer.js';
 import { RecoverySweeper } from './recovery.sweeper.js';
 import { RetentionSweeper } from './retention.sweeper.js';
 import { ScheduleTicker } from './schedule.ticker.js';
+import { FlowKeySweeper } from './flow-key.sweeper.js';
 import { TimerSweeper } from './timer.sweeper.js';
 
 /**
@@ -28,8 +29,9 @@ export class Maintainer implements OnApplicationBootstrap, OnModuleDestroy {
     retention: RetentionSweeper,
     partitions: PartitionMaintainer,
     schedules: ScheduleTicker,
+    flowKeys: FlowKeySweeper,
   ) {
-    this.services = [recovery, timers, retention, partitions, schedules];
+    this.services = [recovery, timers, retention, partitions, schedules, flowKeys];
   }
 
   onApplicationBootstrap(): void {

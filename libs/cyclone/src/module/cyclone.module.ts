@@ -14,6 +14,7 @@ import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import { TimerSweeper } from '../maintenance/timer.sweeper.js';
 import { ScheduleTicker } from '../maintenance/schedule.ticker.js';
 import { ScheduleRegistry } from '../schedules/schedule-registry.js';
+import { FlowKeySweeper } from '../maintenance/flow-key.sweeper.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
@@ -76,6 +77,7 @@ import { resolveOptions, type ResolvedOptions } from '../options/resolved-option
     PartitionMaintainer,
     ScheduleRegistry,
     ScheduleTicker,
+    FlowKeySweeper,
     Maintainer,
   ],
   // What apps call. The health and metrics modules read CycloneStats.
