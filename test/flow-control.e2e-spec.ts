@@ -7,6 +7,7 @@ import { countRows, expectCycloneError, expectRejectedWritingNothing } from './s
 import { sql } from './support/sql.js';
 import { sleep, waitFor } from './support/wait.js';
 import { FLOW_WORKER_SCRIPT, WorkerFleet } from './crash/worker-fleet.js';
+import { FlowKeySweeper } from '../libs/cyclone/src/maintenance/flow-key.sweeper.js';
 
 /**
  * Flow control (SPEC §13) with three replicas on one database: concurrency
@@ -347,7 +348,7 @@ describe('a limit added to or removed from a kind with a backlog', () => {
     }
   }
 
-  it('the queued steps are keyed or unkeyed at startup and run under the new rules', async () => {
+  it('the queued steps are keyed (at startup) or unkeyed (at the next sweep) and run under the new rules', async () => {
     gauge.reset();
     const owner = await createEnv({ runWorkers: false, providers: [Unlimited] });
     const before = await owner.client.enqueueMany('changing', Array.from({ length: 12 }, (_, i) => ({ tenant: `t${i % 3}`, ms: 40 })));
@@ -359,9 +360,11 @@ describe('a limit added to or removed from a kind with a backlog', () => {
     await limited.client.pauseQueue('default');
     const queued = await limited.client.enqueueMany('changing', Array.from({ length: 6 }, (_, i) => ({ tenant: 't0', ms: 40 + i })));
     expect((await sql(owner, `SELECT count(*)::int AS n FROM cyclone_steps WHERE flow_key = 't0' AND state = 'available'`))[0].n).toBe(6);
-    // And the limit removed again: those steps go back to the plain claim, all at once.
+    // And the limit removed again: those steps go back to the plain claim, all
+    // at once. (An app without limits sweeps a minute after it starts; here, now.)
     gauge.reset();
-    await replicaOf(owner, { providers: [Unlimited], workers: 6 });
+    const unlimited = await replicaOf(owner, { providers: [Unlimited], workers: 6 });
+    expect(await unlimited.app.get(FlowKeySweeper).sweep()).toEqual({ keyed: 0, unkeyed: 6 });
     await limited.client.resumeQueue('default');
     await limited.app.close();
     await drain(owner, queued);

@@ -18,14 +18,13 @@ const BATCH = 500;
  * backlog, or removed from one, would leave those steps where no claim looks
  * for them: this pass gives the backlog of a newly limited kind its keys
  * (from each run's input) and hands a kind whose limits were removed back to
- * the plain claim. Runs at startup and every FLOW_KEY_INTERVAL_MS, since
+ * the plain claim. Runs every FLOW_KEY_INTERVAL_MS (and at startup), since
  * during a rolling deploy older replicas may still enqueue by their rules.
  */
 @Injectable()
 export class FlowKeySweeper implements MaintenanceService {
   private readonly logger = new Logger('Cyclone');
   readonly loop: Loop;
-  readonly runsAtStartup = true;
 
   constructor(
     private readonly database: CycloneDatabase,
@@ -33,6 +32,15 @@ export class FlowKeySweeper implements MaintenanceService {
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
     this.loop = new Loop('cyclone:flow-keys', () => FLOW_KEY_INTERVAL_MS * (0.75 + Math.random() / 2), async () => void (await this.sweep()), scheduler);
+  }
+
+  /**
+   * At startup only in an app with limits, whose newly limited backlog
+   * should not wait: an app without any has only steps to hand back, which
+   * can wait for the first interval.
+   */
+  get runsAtStartup(): boolean {
+    return this.registry.all().some((s) => s.flow);
   }
 
   /** One pass; returns how many steps it gave keys to and took keys from. */
