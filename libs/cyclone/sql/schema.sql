@@ -151,6 +151,7 @@ CREATE OR REPLACE FUNCTION cyclone_claim_flow(p_queue text, p_kinds text[], p_li
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -236,8 +237,43 @@ BEGIN
   END IF;
 
   IF NOT p_keyed THEN
-    v_keys := ARRAY[''];
-    v_rooms := ARRAY[v_free];
+    -- A kind-wide limit: one key (''), taken in the plain claim's order,
+    -- picked and started by one statement.
+    RETURN QUERY
+    WITH picked AS (
+      SELECT s.run_id, s.id FROM cyclone_steps s
+       WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
+         AND s.flow_key = '' AND s.scheduled_at <= now()
+       ORDER BY s.priority DESC, s.scheduled_at, s.id
+       LIMIT v_free
+         FOR UPDATE SKIP LOCKED
+    )
+    UPDATE cyclone_steps s
+       SET state = 'running',
+           lease_owner = p_owner,
+           lease_generation = s.lease_generation + 1,
+           lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
+           started_at = now(),
+           heartbeat_at = now(),
+           updated_at = now()
+      FROM picked, cyclone_runs r
+     WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
+    RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
+              (extract(epoch FROM s.timeout) * 1000)::bigint,
+              r.input,
+              CASE WHEN cardinality(s.depends_on) > 0 THEN
+                (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
+                  WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+              END,
+              NULL::text, NULL::boolean;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF p_rate_limit IS NOT NULL AND v_n > 0 THEN
+      PERFORM cyclone_rate_record(array_fill('rate:' || v_kind, ARRAY[v_n]), p_rate_per_ms);
+    END IF;
+    next_cursor := p_cursor;
+    held_back := v_held AND v_n = v_free;
+    RETURN NEXT;
+    RETURN;
   ELSE
     -- How many of each key run now, read once: the running steps of one
     -- kind are few (its limits keep them so).
@@ -953,11 +989,14 @@ END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
  RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb)
- LANGUAGE sql
+ LANGUAGE plpgsql
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
+BEGIN
+  RETURN QUERY
   UPDATE cyclone_steps s
      SET state = 'running',
          lease_owner = p_owner,
@@ -975,7 +1014,7 @@ AS $function$
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                 WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
             END;
-$function$;
+END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb, p_queue text, p_unique_key text, p_retention_ms bigint, p_nodes jsonb)
  RETURNS uuid

@@ -24,9 +24,11 @@
 CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb)
-LANGUAGE sql
-SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+LANGUAGE plpgsql
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
 AS $$
+BEGIN
+  RETURN QUERY
   UPDATE cyclone_steps s
      SET state = 'running',
          lease_owner = p_owner,
@@ -44,7 +46,7 @@ AS $$
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                 WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
             END;
-$$;
+END $$;
 
 -- One claim of up to p_limit steps from one source of a queue: one limited
 -- kind (p_limited, p_kinds holding that kind), or the queue's kinds without
@@ -67,7 +69,7 @@ RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
                next_cursor text, held_back boolean)
 LANGUAGE plpgsql
-SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -153,8 +155,43 @@ BEGIN
   END IF;
 
   IF NOT p_keyed THEN
-    v_keys := ARRAY[''];
-    v_rooms := ARRAY[v_free];
+    -- A kind-wide limit: one key (''), taken in the plain claim's order,
+    -- picked and started by one statement.
+    RETURN QUERY
+    WITH picked AS (
+      SELECT s.run_id, s.id FROM cyclone_steps s
+       WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
+         AND s.flow_key = '' AND s.scheduled_at <= now()
+       ORDER BY s.priority DESC, s.scheduled_at, s.id
+       LIMIT v_free
+         FOR UPDATE SKIP LOCKED
+    )
+    UPDATE cyclone_steps s
+       SET state = 'running',
+           lease_owner = p_owner,
+           lease_generation = s.lease_generation + 1,
+           lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
+           started_at = now(),
+           heartbeat_at = now(),
+           updated_at = now()
+      FROM picked, cyclone_runs r
+     WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
+    RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
+              (extract(epoch FROM s.timeout) * 1000)::bigint,
+              r.input,
+              CASE WHEN cardinality(s.depends_on) > 0 THEN
+                (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
+                  WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+              END,
+              NULL::text, NULL::boolean;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF p_rate_limit IS NOT NULL AND v_n > 0 THEN
+      PERFORM cyclone_rate_record(array_fill('rate:' || v_kind, ARRAY[v_n]), p_rate_per_ms);
+    END IF;
+    next_cursor := p_cursor;
+    held_back := v_held AND v_n = v_free;
+    RETURN NEXT;
+    RETURN;
   ELSE
     -- How many of each key run now, read once: the running steps of one
     -- kind are few (its limits keep them so).
