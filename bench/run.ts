@@ -7,10 +7,11 @@
  *   npm run bench                      # full run (3 repetitions)
  *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
  *   npm run bench -- --readme          # full run, then its results into README.md
- *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4|none --no-crash --no-faults --no-history --history-rows=N
+ *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4,W8,W1L|none --no-crash --no-faults --no-history --history-rows=N
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
  *            --no-dashboard --dashboard-rows=N --no-soak --soak-jobs=N --soak-rate=N
  *            --metrics: also run Cyclone with metrics and spans on (cyclone-observed) beside plain Cyclone
+ *            --w8-jobs=N --w1l-jobs=N (smaller W8 / W1L for a smoke run)
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream, existsSync } from 'node:fs';
@@ -52,6 +53,8 @@ interface Args {
   soak: boolean;
   soakJobs?: number;
   soakRate?: number;
+  w8Jobs?: number;
+  w1lJobs?: number;
   raw: string[];
 }
 
@@ -67,6 +70,8 @@ function parseArgs(argv: string[]): Args {
       'W2',
       'W3',
       'W4',
+      'W8',
+      'W1L',
     ],
     crash: !argv.includes('--no-crash'),
     history: !argv.includes('--no-history'),
@@ -78,6 +83,8 @@ function parseArgs(argv: string[]): Args {
     soak: !argv.includes('--no-soak'),
     soakJobs: get('soak-jobs') === undefined ? undefined : Number(get('soak-jobs')),
     soakRate: get('soak-rate') === undefined ? undefined : Number(get('soak-rate')),
+    w8Jobs: get('w8-jobs') ? Number(get('w8-jobs')) : undefined,
+    w1lJobs: get('w1l-jobs') ? Number(get('w1l-jobs')) : undefined,
     raw: argv,
   };
   for (const s of args.systems) if (!SYSTEMS.includes(s) && s !== OBSERVED) throw new Error(`unknown system ${s}`);
@@ -89,9 +96,13 @@ function parseArgs(argv: string[]): Args {
   return args;
 }
 
-function workloadParams(quick: boolean): Record<WorkloadName, WorkloadParams> {
+function workloadParams(quick: boolean, args?: Args): Record<WorkloadName, WorkloadParams> {
   const base = { callers: 0, intervalMs: 0, jobMs: 0, workers: 0, timeoutMs: 600_000 };
   return {
+    // W8: per-key limit 2 over 100 keys, jobs of 5 ms (so that the limit is felt), 50 workers.
+    W8: { ...base, jobs: args?.w8Jobs ?? (quick ? 4_000 : 20_000), workers: 50, jobMs: 5, keys: 100, perKey: 2 },
+    // W1L: W1 with a kind-wide limit that never binds.
+    W1L: { ...base, jobs: args?.w1lJobs ?? (quick ? 4_000 : 20_000), workers: 50, kindLimit: 100_000 },
     W1: { ...base, jobs: quick ? 4_000 : 20_000, workers: 50 },
     W2: { ...base, jobs: quick ? 1_000 : 5_000, callers: 16 },
     W3: { ...base, jobs: quick ? 60 : 300, intervalMs: 20, workers: 10, timeoutMs: 60_000 },
@@ -163,7 +174,7 @@ async function main(): Promise<void> {
   try {
     const settings = await serverSettings(server.adminUrl);
     log(`PostgreSQL ${settings.server_version} on port ${server.port}, fsync=${settings.fsync}, synchronous_commit=${settings.synchronous_commit}`);
-    const params = workloadParams(args.quick);
+    const params = workloadParams(args.quick, args);
     const pgbenchSeconds = args.quick ? 3 : 10;
     const pgbenchClients = 16;
     await createDatabase(server.adminUrl, PGBENCH_DB);
@@ -211,6 +222,13 @@ async function main(): Promise<void> {
       const order = args.systems.map((_, k) => args.systems[(k + rep) % args.systems.length]);
       for (const workload of args.workloads) {
         for (const system of order) {
+          // W1L is Cyclone's own ratio (a limit that never binds against none); W8 runs where a per-key limit exists.
+          if (workload === 'W1L' && system !== 'cyclone') continue;
+          const flowControl = workload === 'W8' ? (await loadRunner(system)).flowControl : true;
+          if (flowControl !== true) {
+            if (rep === 0) log(`W8 ${system}: skipped (${flowControl})`);
+            continue;
+          }
           const database = `bench_${workload.toLowerCase()}_${system.replace(/-/g, '_')}_${rep + 1}`;
           await createDatabase(server.adminUrl, database);
           const p = params[workload];
@@ -357,6 +375,7 @@ async function main(): Promise<void> {
         W3: runner.describe(params.W3.workers, cyclonePool(params.W3.workers)),
         W4: `${runner.describe(params.W4.workers, cyclonePool(params.W4.workers))}; ${params.W4.callers} producers in the same process`,
         W5: runner.describe(crashParams(args.quick, args.faults).workersPerProcess, 10, true),
+        ...(runner.flowControl === true ? {} : { W8: `not run: ${runner.flowControl}` }),
       };
     }
 
@@ -400,7 +419,9 @@ function summarise(r: WorkloadResult): string {
   if (!r.ok && !r.values) return `FAILED: ${r.error}`;
   const v = r.values;
   const head =
-    v.jobsPerSec !== undefined
+    v.maxKeyStartDelayMs !== undefined
+      ? `${v.jobsPerSec.toFixed(0)} jobs/s, slowest key's first start after ${v.maxKeyStartDelayMs.toFixed(0)} ms`
+      : v.jobsPerSec !== undefined
       ? `${v.jobsPerSec.toFixed(0)} jobs/s`
       : v.enqueuesPerSec !== undefined
         ? `${v.enqueuesPerSec.toFixed(0)} enqueues/s`

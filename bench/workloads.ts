@@ -17,9 +17,9 @@ import {
   type StatementStat,
 } from './lib/diagnostics.js';
 import { percentile } from './lib/stats.js';
-import { cyclonePoolSize, type BenchPayload, type JobHandler, type Runner } from './runners/types.js';
+import { cyclonePoolSize, type BenchPayload, type JobHandler, type Runner, type StartOptions } from './runners/types.js';
 
-export type WorkloadName = 'W1' | 'W2' | 'W3' | 'W4';
+export type WorkloadName = 'W1' | 'W2' | 'W3' | 'W4' | 'W8' | 'W1L';
 
 export interface ChildContext {
   url: string;
@@ -41,6 +41,11 @@ export interface WorkloadParams {
   jobMs: number;
   /** Give up after this long. */
   timeoutMs: number;
+  /** W8: keys the jobs are spread over, and the per-key concurrency limit. */
+  keys?: number;
+  perKey?: number;
+  /** W1L: the kind-wide concurrency limit (set far above the workers, so it never binds). */
+  kindLimit?: number;
 }
 
 export interface Diagnostics {
@@ -182,18 +187,26 @@ async function connect(url: string): Promise<pg.Client> {
   return client;
 }
 
-function payloads(from: number, to: number): BenchPayload[] {
+function payloads(from: number, to: number, keys = 0): BenchPayload[] {
   const out: BenchPayload[] = [];
-  for (let i = from; i < to; i++) out.push({ i });
+  for (let i = from; i < to; i++) out.push(keys > 0 ? { i, key: `key-${i % keys}` } : { i });
   return out;
 }
 
 /** Bulk-inserts `jobs` no-op jobs with the system's bulk API, through a producer-only handle. */
-export async function seed(runner: Runner, url: string, jobs: number, poolSize: number, crash = false): Promise<number> {
-  const producer = await runner.start({ url, workers: 0, poolSize, crash });
+export async function seed(
+  runner: Runner,
+  url: string,
+  jobs: number,
+  poolSize: number,
+  crash = false,
+  flow?: StartOptions['flow'],
+  keys = 0,
+): Promise<number> {
+  const producer = await runner.start({ url, workers: 0, poolSize, crash, flow });
   const t0 = now();
   const chunk = 5_000;
-  for (let i = 0; i < jobs; i += chunk) await producer.enqueueMany(payloads(i, Math.min(jobs, i + chunk)));
+  for (let i = 0; i < jobs; i += chunk) await producer.enqueueMany(payloads(i, Math.min(jobs, i + chunk), keys));
   const ms = now() - t0;
   await producer.stop();
   return ms;
@@ -201,12 +214,32 @@ export async function seed(runner: Runner, url: string, jobs: number, poolSize: 
 
 /** W1: drain a backlog of queued no-op jobs. Only the drain is timed: first handler start to all completed. */
 export async function w1(runner: Runner, ctx: ChildContext, p: WorkloadParams): Promise<WorkloadResult> {
+  return drainBacklog(runner, ctx, p, 'W1');
+}
+
+/**
+ * W1L: W1 with a kind-wide concurrency limit far above the workers, so it
+ * never binds: what the limit's claim path costs by itself (SPEC §13 wants
+ * it at 0.9× of W1 or better).
+ */
+export async function w1l(runner: Runner, ctx: ChildContext, p: WorkloadParams): Promise<WorkloadResult> {
+  if (runner.flowControl !== true) throw new Error(`W1L needs concurrency limits: ${runner.flowControl}`);
+  return drainBacklog(runner, ctx, p, 'W1L', { kindLimit: p.kindLimit ?? 100_000 });
+}
+
+async function drainBacklog(
+  runner: Runner,
+  ctx: ChildContext,
+  p: WorkloadParams,
+  workload: 'W1' | 'W1L',
+  flow?: StartOptions['flow'],
+): Promise<WorkloadResult> {
   const poolSize = cyclonePoolSize(p.workers);
   const admin = await connect(ctx.adminUrl);
   const check = await connect(ctx.url);
   const probe = new Probe(admin, ctx);
   try {
-    const seedMs = await seed(runner, ctx.url, p.jobs, poolSize);
+    const seedMs = await seed(runner, ctx.url, p.jobs, poolSize, false, flow);
     await probe.begin();
     const latch = new Latch();
     let first = 0;
@@ -218,7 +251,7 @@ export async function w1(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
       latch.hit();
     };
     const t0 = now();
-    const handle = await runner.start({ url: ctx.url, workers: p.workers, poolSize, handler });
+    const handle = await runner.start({ url: ctx.url, workers: p.workers, poolSize, handler, flow });
     const ready = now();
     await latch.reached(p.jobs, p.timeoutMs, 'handler starts');
     await waitUntil(async () => (await runner.pending(check)) === 0, p.timeoutMs, 'all jobs completed');
@@ -226,9 +259,9 @@ export async function w1(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
     const diagnostics = await probe.finish(p.jobs, () => handle.stop());
     return {
       system: runner.system,
-      workload: 'W1',
+      workload,
       params: p,
-      config: runner.describe(p.workers, poolSize),
+      config: runner.describe(p.workers, poolSize) + (flow?.kindLimit ? `; @Step concurrency: { limit: ${flow.kindLimit} } (never binding)` : ''),
       ok: true,
       values: {
         jobsPerSec: p.jobs / ((done - first) / 1000),
@@ -400,4 +433,72 @@ export async function w4(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
   }
 }
 
-export const WORKLOADS: Record<WorkloadName, typeof w1> = { W1: w1, W2: w2, W3: w3, W4: w4 };
+/**
+ * W8: drain a backlog spread over many keys with a per-key concurrency limit,
+ * jobs of `jobMs` each: jobs/s, and how long the slowest key waited for its
+ * first start (from the first start of any job), which fair claiming keeps
+ * short. Only the drain is timed.
+ */
+export async function w8(runner: Runner, ctx: ChildContext, p: WorkloadParams): Promise<WorkloadResult> {
+  if (runner.flowControl !== true) throw new Error(`W8 needs per-key concurrency limits: ${runner.flowControl}`);
+  const keys = p.keys ?? 100;
+  const flow = { perKey: p.perKey ?? 2 };
+  const poolSize = cyclonePoolSize(p.workers);
+  const admin = await connect(ctx.adminUrl);
+  const check = await connect(ctx.url);
+  const probe = new Probe(admin, ctx);
+  try {
+    const seedMs = await seed(runner, ctx.url, p.jobs, poolSize, false, flow, keys);
+    await probe.begin();
+    const latch = new Latch();
+    let first = 0;
+    const firstStart = new Map<string, number>();
+    const running = new Map<string, number>();
+    let overLimit = 0;
+    const handler: JobHandler = async (payload) => {
+      const t = now();
+      if (latch.count === 0 && first === 0) {
+        first = t;
+        probe.markStart();
+      }
+      const key = payload.key ?? '';
+      if (!firstStart.has(key)) firstStart.set(key, t);
+      const n = (running.get(key) ?? 0) + 1;
+      running.set(key, n);
+      if (n > flow.perKey) overLimit += 1;
+      await sleep(p.jobMs);
+      running.set(key, running.get(key)! - 1);
+      latch.hit();
+    };
+    const handle = await runner.start({ url: ctx.url, workers: p.workers, poolSize, handler, flow });
+    await latch.reached(p.jobs, p.timeoutMs, 'handlers finished');
+    await waitUntil(async () => (await runner.pending(check)) === 0, p.timeoutMs, 'all jobs completed');
+    const done = now();
+    const diagnostics = await probe.finish(p.jobs, () => handle.stop());
+    const delays = [...firstStart.values()].map((t) => t - first);
+    const ok = firstStart.size === keys && overLimit === 0;
+    return {
+      system: runner.system,
+      workload: 'W8',
+      params: p,
+      config: `${runner.describe(p.workers, poolSize)}; ${runner.describeFlow?.(flow) ?? 'per-key limit'} over ${keys} keys`,
+      ok,
+      ...(ok ? {} : { error: `${firstStart.size}/${keys} keys started; ${overLimit} starts over the per-key limit` }),
+      values: {
+        jobsPerSec: p.jobs / ((done - first) / 1000),
+        drainMs: done - first,
+        maxKeyStartDelayMs: Math.max(...delays),
+        p50KeyStartDelayMs: percentile(delays, 50),
+        overLimit,
+        seedMs,
+        invocations: latch.count,
+      },
+      diagnostics,
+    };
+  } finally {
+    await check.end();
+    await admin.end();
+  }
+}
+
+export const WORKLOADS: Record<WorkloadName, typeof w1> = { W1: w1, W2: w2, W3: w3, W4: w4, W8: w8, W1L: w1l };

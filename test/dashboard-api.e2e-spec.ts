@@ -45,7 +45,11 @@ class DashboardSteps {
 }
 
 /** Only the default queue is served: jobs on other queues stay where the test puts them. */
-const cyclone = { queues: { default: { workers: 4 } }, leaseTtl: '600ms' };
+const cyclone = {
+  queues: { default: { workers: 4 } },
+  leaseTtl: '600ms',
+  schedules: [{ name: 'nightly', cron: '0 3 * * *', kind: 'dash_seed', timezone: 'Europe/Paris' }],
+};
 
 describe('CycloneDashboardModule.forRoot', () => {
   it('refuses to mount without a guard unless allowUnauthenticated is true', async () => {
@@ -566,23 +570,21 @@ describe('the dashboard API', () => {
   });
 
   describe('schedules', () => {
-    it('are none, and said to be unsupported, while the client has no schedules', async () => {
-      expect(await app.json('/cyclone/api/schedules')).toEqual({ status: 200, body: { supported: false, schedules: [] } });
+    it("are the app's, with the next tick in their time zone and no last tick before the first", async () => {
+      const { status, body } = await app.json('/cyclone/api/schedules');
+      expect(status).toBe(200);
+      expect(body).toEqual({
+        schedules: [{ name: 'nightly', kind: 'dash_seed', cron: '0 3 * * *', timezone: 'Europe/Paris', nextTickAt: expect.any(String), lastTickAt: null }],
+      });
+      const next = new Date(body.schedules[0].nextTickAt);
+      const paris = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Paris', hour: '2-digit', minute: '2-digit' });
+      expect(paris.format(next)).toBe('03:00');
+      expect(next.getTime() - Date.now()).toBeGreaterThan(0);
+      expect(next.getTime() - Date.now()).toBeLessThanOrEqual(25 * 3_600_000);
     });
 
-    it('come from client.listSchedules() once it exists', async () => {
-      const client = app.client as unknown as { listSchedules?: () => Promise<unknown[]> };
-      client.listSchedules = async () => [
-        { name: 'nightly', kind: 'dash_seed', cron: '0 3 * * *', timezone: 'Europe/Paris', nextTickAt: new Date('2026-12-02T02:00:00Z'), lastTickAt: null },
-      ];
-      try {
-        expect((await app.json('/cyclone/api/schedules')).body).toEqual({
-          supported: true,
-          schedules: [{ name: 'nightly', kind: 'dash_seed', cron: '0 3 * * *', timezone: 'Europe/Paris', nextTickAt: '2026-12-02T02:00:00.000Z', lastTickAt: null }],
-        });
-      } finally {
-        delete client.listSchedules;
-      }
+    it('are none on a client that defines none', async () => {
+      expect(await readOnly.json('/cyclone/api/schedules')).toEqual({ status: 200, body: { schedules: [] } });
     });
   });
 });

@@ -209,11 +209,13 @@ describe('CycloneMetricsModule gauges', () => {
     // Loops of this process by age; the sampler is one of them.
     const loops = Object.fromEntries(s.series('cyclone_loop_last_tick_age_seconds').map((x) => [x.labels.loop, x.value]));
     expect(Object.keys(loops).sort()).toEqual([
+      'cyclone:flow-keys',
       'cyclone:metrics',
       'cyclone:partitions',
       'cyclone:poll',
       'cyclone:recovery',
       'cyclone:retention',
+      'cyclone:schedules',
       'cyclone:timers',
     ]);
     expect(loops['cyclone:metrics']).toBeLessThan(5);

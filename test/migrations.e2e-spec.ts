@@ -69,10 +69,8 @@ describe('migrationsRun', () => {
     const app = await harness.start(appModule(db.url));
     expect(await existingTables(db.url)).toEqual([...CYCLONE_TABLES].sort());
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
-    // Versions rise in the order the migrations run (each change is given its number up front, so gaps
-    // are allowed while changes land).
-    expect(ALL_VERSIONS).toEqual([...ALL_VERSIONS].sort((a, b) => a - b));
-    expect(new Set(ALL_VERSIONS).size).toBe(ALL_VERSIONS.length);
+    // Versions count up from 1 in the order the migrations run.
+    expect(ALL_VERSIONS).toEqual(ALL_VERSIONS.map((_, i) => i + 1));
 
     const client = app.get(CycloneClient);
     const runId = await client.enqueue('echo', { ok: true });

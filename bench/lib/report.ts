@@ -62,6 +62,9 @@ function rows(p: Record<WorkloadName, WorkloadParams>): Row[] {
     { workload: 'W3', title: '', metric: 'p95 ms', key: 'p95Ms', higherIsBetter: false, ceiling: false },
     { workload: 'W3', title: '', metric: 'p99 ms', key: 'p99Ms', higherIsBetter: false, ceiling: false },
     { workload: 'W4', title: `W4 ${n(p.W4.jobs)} jobs of ${p.W4.jobMs} ms, ${p.W4.workers} workers, ${p.W4.callers} producers at once`, metric: 'jobs/s', key: 'jobsPerSec', higherIsBetter: true, ceiling: true },
+    { workload: 'W8', title: `W8 ${n(p.W8.jobs)} jobs of ${p.W8.jobMs} ms over ${p.W8.keys} keys, per-key limit ${p.W8.perKey}, ${p.W8.workers} workers`, metric: 'jobs/s', key: 'jobsPerSec', higherIsBetter: true, ceiling: false },
+    { workload: 'W8', title: '', metric: "slowest key's first start, ms", key: 'maxKeyStartDelayMs', higherIsBetter: false, ceiling: false },
+    { workload: 'W1L', title: `W1L = W1 with a concurrency limit of ${n(p.W1L.kindLimit ?? 0)} (never binding)`, metric: 'jobs/s', key: 'jobsPerSec', higherIsBetter: true, ceiling: true },
   ];
 }
 
@@ -136,6 +139,19 @@ export function renderMarkdown(r: BenchReport): string {
   }
   out.push(`| ceiling: pgbench simple-update, ${r.pgbench.clients} clients | tps | ${fmtSpread(tps)} |${' |'.repeat(header.length - 3)}`);
   out.push('');
+  const limited = valuesOf(r.runs, 'cyclone', 'W1L', 'jobsPerSec');
+  const plain = valuesOf(r.runs, 'cyclone', 'W1', 'jobsPerSec');
+  if (Number.isFinite(limited.median) && Number.isFinite(plain.median)) {
+    const skipped = r.systems
+      .filter((x) => r.configs[x]?.W8?.startsWith('not run'))
+      .map((x) => `${LABEL[x]}: ${r.configs[x]!.W8!.slice('not run: '.length)}`);
+    out.push(
+      `Flow control: Cyclone's W1 with a concurrency limit that never binds (W1L) runs at ${ratio(limited.median, plain.median)} of W1 ` +
+        '(the target is 0.9 or better).' +
+        (skipped.length ? ` W8 runs only where the installed version has per-key concurrency limits in open source (${skipped.join('; ')}).` : ''),
+    );
+    out.push('');
+  }
   const noisy = [...r.runs, ...r.history.runs].filter((x) => (x.diagnostics?.cpu?.otherCores ?? 0) > 0.3);
   if (noisy.length) {
     out.push(

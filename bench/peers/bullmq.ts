@@ -68,6 +68,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
 
 export const runner: Runner = {
   system: 'bullmq',
+  flowControl: "BullMQ's groups (per-group concurrency) are in BullMQ Pro only, not in the open-source package",
   describe: (workers, pool, crash) =>
     `BullMQ ${VERSION} on PostgreSQL: one pg.Pool({ max: ${pool} }) for the Queue and the Worker (createPostgresBackend; ` +
     `the Worker's LISTEN connection is one of them), schema by runMigrations; ` +

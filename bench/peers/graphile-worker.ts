@@ -74,6 +74,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
 
 export const runner: Runner = {
   system: 'graphile-worker',
+  flowControl: `graphile-worker ${VERSION} has no per-key concurrency limit (a named queue runs one job at a time)`,
   describe: (workers, pool) =>
     workers === 0
       ? `graphile-worker ${VERSION}: makeWorkerUtils({ connectionString, maxPoolSize: ${pool} }); addJob, bulk addJobs`

@@ -42,6 +42,9 @@ async function start(options: StartOptions): Promise<SystemHandle> {
     });
   }
   const handler = options.handler;
+  // W8: each job in the group of its key, at most perKey of a group active across all workers (groupConcurrency).
+  const perKey = options.flow?.perKey;
+  const group = (payload: BenchPayload) => (perKey === undefined ? {} : { group: { id: payload.key ?? '' } });
   if (options.workers > 0 && handler) {
     const { loops, batchSize } = shape(options.workers);
     await boss.work(
@@ -53,6 +56,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
         burstWhenBatchFull: true,
         notifyPollingIntervalSeconds: NOTIFY_POLLING_INTERVAL_SECONDS,
         includeMetadata: true,
+        ...(perKey === undefined ? {} : { groupConcurrency: perKey }),
       },
       async (jobs: JobWithMetadata<BenchPayload>[]) => {
         await Promise.all(jobs.map((job) => handler(job.data, { runId: job.id, token: job.retryCount })));
@@ -61,10 +65,10 @@ async function start(options: StartOptions): Promise<SystemHandle> {
   }
   return {
     enqueue: async (payload) => {
-      await boss.send(JOB_KIND, payload);
+      await boss.send(JOB_KIND, payload, group(payload));
     },
     enqueueMany: async (payloads) => {
-      await boss.insert(JOB_KIND, payloads.map((data) => ({ data })));
+      await boss.insert(JOB_KIND, payloads.map((data) => ({ data, ...group(data) })));
     },
     owner: () => null,
     stop: () => boss.stop({ graceful: true, timeout: 10_000 }),
@@ -73,6 +77,8 @@ async function start(options: StartOptions): Promise<SystemHandle> {
 
 export const runner: Runner = {
   system: 'pg-boss',
+  flowControl: true,
+  describeFlow: (flow) => `send({ group: { id: input.key } }) and work({ groupConcurrency: ${flow.perKey} })`,
   describe: (workers, pool, crash) => {
     const setup =
       `pg-boss ${VERSION}: new PgBoss({ connectionString, max: ${pool}, useListenNotify: true` +

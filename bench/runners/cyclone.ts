@@ -20,13 +20,26 @@ export const CRASH_LEASE_TTL = '5s';
 /** The handler of the process; the step method forwards to it. */
 let current: JobHandler | undefined;
 
-@Injectable()
-class BenchSteps {
-  @Step(JOB_KIND)
-  async run(input: BenchPayload, ctx: StepContext): Promise<null> {
-    await current?.(input, { runId: ctx.runId, token: ctx.fencingToken });
-    return null;
+/**
+ * The bench step, with the limits of the run (W8: per key; W1L: kind-wide).
+ * Made per start, since a step's limits are decorator options.
+ */
+function benchSteps(flow: StartOptions['flow']) {
+  const concurrency =
+    flow?.perKey !== undefined
+      ? { limit: flow.perKey, key: (input: BenchPayload) => input.key ?? '' }
+      : flow?.kindLimit !== undefined
+        ? { limit: flow.kindLimit }
+        : undefined;
+  @Injectable()
+  class BenchSteps {
+    @Step(JOB_KIND, concurrency ? { concurrency } : {})
+    async run(input: BenchPayload, ctx: StepContext): Promise<null> {
+      await current?.(input, { runId: ctx.runId, token: ctx.fencingToken });
+      return null;
+    }
   }
+  return BenchSteps;
 }
 
 /**
@@ -48,7 +61,7 @@ async function start(options: StartOptions, observed: boolean): Promise<SystemHa
       }),
       ...(observed ? [CycloneMetricsModule.forRoot({ registry: new Registry() })] : []),
     ],
-    providers: [BenchSteps],
+    providers: [benchSteps(options.flow)],
   })
   class BenchModule {}
 
@@ -69,6 +82,8 @@ async function start(options: StartOptions, observed: boolean): Promise<SystemHa
 
 export const runner: Runner = {
   system: 'cyclone',
+  flowControl: true,
+  describeFlow: (flow) => `@Step concurrency: { limit: ${flow.perKey}, key: (input) => input.key }`,
   describe: (workers, _pool, crash) =>
     workers > 0
       ? `CycloneModule.forRoot({ connection: { url }, queues: { default: { workers: ${workers} } }` +
@@ -81,7 +96,11 @@ export const runner: Runner = {
     const { rows } = await client.query(
       // Two counts, each over its partial index (claim, lease), so the poll stays cheap however
       // large the history is; without one, W6 polled with a parallel scan of the history every 10 ms.
-      `/* bench */ SELECT (SELECT count(*) FROM cyclone_steps WHERE state = 'available' AND queue = 'default' AND scheduled_at <= now())::int
+      // Available steps of kinds without limits and of limited kinds are indexed apart: one count each.
+      `/* bench */ SELECT (SELECT count(*) FROM cyclone_steps
+                           WHERE state = 'available' AND flow_key IS NULL AND queue = 'default' AND scheduled_at <= now())::int
+                        + (SELECT count(*) FROM cyclone_steps
+                           WHERE state = 'available' AND flow_key IS NOT NULL AND queue = 'default' AND scheduled_at <= now())::int
                         + (SELECT count(*) FROM cyclone_steps WHERE lease_expiry IS NOT NULL AND state = 'running')::int AS bench_n`,
     );
     return rows[0].bench_n;

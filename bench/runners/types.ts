@@ -13,6 +13,8 @@ export const OBSERVED: SystemName = 'cyclone-observed';
 /** The payload of every benchmark job. */
 export interface BenchPayload {
   i: number;
+  /** W8: the key its per-key limit counts under. */
+  key?: string;
   /** Producer's clock just before the enqueue call (W3). */
   sentAt?: number;
 }
@@ -40,6 +42,11 @@ export interface StartOptions {
   handler?: JobHandler;
   /** Settings of the crash test (W5): short lease / expiry so recovery happens within the run. */
   crash?: boolean;
+  /**
+   * Flow control (W8, W1L): a per-key concurrency limit over the payloads'
+   * `key`, or a kind-wide limit. Only for runners with `flowControl`.
+   */
+  flow?: { perKey?: number; kindLimit?: number };
 }
 
 export interface SystemHandle {
@@ -61,6 +68,13 @@ export interface Runner {
   /** Jobs completed successfully, of `total` enqueued into this database. */
   completed(client: pg.ClientBase | pg.Pool, total: number): Promise<number>;
   crash: CrashInspector;
+  /**
+   * Whether the runner can run W8 (a per-key concurrency limit shared by all
+   * workers), or why not. W1L, a limit that never binds, is Cyclone's own.
+   */
+  flowControl: true | string;
+  /** How W8's per-key limit is configured, in words, for the report. */
+  describeFlow?(flow: { perKey: number }): string;
 }
 
 /** How the crash test finds the jobs a killed worker held, and sees them become claimable again. */

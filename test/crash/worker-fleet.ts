@@ -7,6 +7,8 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL(import.meta.url.includes('/.build/') ? '../../../' : '../../', import.meta.url));
 /** The compiled worker; `npm test` builds it in its `pretest` step. */
 export const WORKER_SCRIPT = join(ROOT, '.build/test/crash/crash-worker.js');
+/** The flow-control worker (test/flow/flow-worker.ts): a limited step and schedules. */
+export const FLOW_WORKER_SCRIPT = join(ROOT, '.build/test/flow/flow-worker.js');
 
 export interface FleetSettings {
   databaseUrl: string;
@@ -39,23 +41,30 @@ export class WorkerFleet {
   readonly processes: WorkerProcess[] = [];
   /** The last lines every worker wrote, for the message of a failing test. */
   private readonly output: string[] = [];
+  /** Lines written since the fleet started, kept or not. */
+  private written = 0;
 
-  constructor(private readonly settings: FleetSettings) {}
+  constructor(
+    private readonly settings: FleetSettings,
+    private readonly script = WORKER_SCRIPT,
+  ) {}
 
   /** Fails with instructions when the compiled worker is missing or older than its sources. */
-  static assertBuilt(): void {
+  static assertBuilt(script = WORKER_SCRIPT): void {
     let built: number;
     try {
-      built = statSync(WORKER_SCRIPT).mtimeMs;
+      built = statSync(script).mtimeMs;
     } catch {
-      throw new Error(`${WORKER_SCRIPT} is missing: run the tests with \`npm test\`, whose pretest compiles into .build.`);
+      throw new Error(`${script} is missing: run the tests with \`npm test\`, whose pretest compiles into .build.`);
     }
     const newest = Math.max(
-      ...['libs/cyclone/src', 'libs/cyclone/sql', 'libs/cyclone/migrations', 'test/crash'].flatMap((dir) => sourceTimes(join(ROOT, dir))),
+      ...['libs/cyclone/src', 'libs/cyclone/sql', 'libs/cyclone/migrations', 'test/crash', 'test/flow'].flatMap((dir) =>
+        sourceTimes(join(ROOT, dir)),
+      ),
     );
     if (newest > built) {
       throw new Error(
-        `${WORKER_SCRIPT} is older than its sources: run the tests with \`npm test\` ` +
+        `${script} is older than its sources: run the tests with \`npm test\` ` +
           '(or `npx tsc -p tsconfig.json --outDir .build --declaration false`) to rebuild it.',
       );
     }
@@ -64,7 +73,7 @@ export class WorkerFleet {
   spawn(extraEnv: Record<string, string> = {}): WorkerProcess {
     const { databaseUrl, leaseTtlMs, pollMs, slots } = this.settings;
     // No --enable-source-maps: it adds most of a second to every start-up on a busy machine.
-    const child = spawn(process.execPath, [WORKER_SCRIPT], {
+    const child = spawn(process.execPath, [this.script], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       env: {
@@ -81,7 +90,9 @@ export class WorkerFleet {
     const pid = child.pid;
     const keep = (chunk: Buffer) => {
       for (const line of chunk.toString('utf8').split('\n')) {
-        if (line.trim()) this.output.push(`[worker ${pid}] ${line}`);
+        if (!line.trim()) continue;
+        this.output.push(`[worker ${pid}] ${line}`);
+        this.written += 1;
       }
       this.output.splice(0, Math.max(0, this.output.length - 200));
     };
@@ -133,6 +144,17 @@ export class WorkerFleet {
 
   tail(lines = 40): string {
     return this.output.slice(-lines).join('\n');
+  }
+
+  /** A mark for `since`: how many lines the workers have written so far. */
+  mark(): number {
+    return this.written;
+  }
+
+  /** The lines written after `mark` (as many of them as are kept). */
+  since(mark: number): string[] {
+    const count = Math.min(this.written - mark, this.output.length);
+    return count > 0 ? this.output.slice(-count) : [];
   }
 }
 

@@ -11,6 +11,14 @@ CREATE TABLE cyclone_paused_queues (
   CONSTRAINT cyclone_paused_queues_pkey PRIMARY KEY (queue)
 );
 
+CREATE TABLE cyclone_rate_buckets (
+  scope text NOT NULL,
+  bucket bigint NOT NULL,
+  starts integer NOT NULL,
+  expires_at timestamp with time zone NOT NULL,
+  CONSTRAINT cyclone_rate_buckets_pkey PRIMARY KEY (scope, bucket)
+);
+
 CREATE TABLE cyclone_runs (
   id uuid NOT NULL,
   kind text,
@@ -30,6 +38,19 @@ CREATE TABLE cyclone_runs (
   CONSTRAINT cyclone_runs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'cancelled'::text]))),
   CONSTRAINT cyclone_runs_pkey PRIMARY KEY (id)
 ) PARTITION BY RANGE (id);
+
+CREATE TABLE cyclone_schedules (
+  name text NOT NULL,
+  kind text NOT NULL,
+  cron text NOT NULL,
+  timezone text NOT NULL,
+  since timestamp with time zone NOT NULL DEFAULT now(),
+  last_tick_at timestamp with time zone,
+  last_run_id uuid,
+  next_tick_at timestamp with time zone,
+  updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT cyclone_schedules_pkey PRIMARY KEY (name)
+);
 
 CREATE TABLE cyclone_schema_migrations (
   version integer NOT NULL,
@@ -71,6 +92,8 @@ CREATE TABLE cyclone_steps (
   updated_at timestamp with time zone NOT NULL DEFAULT now(),
   backoff_ms bigint[],
   progress jsonb,
+  flow_key text,
+  rate_key text,
   CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
   CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text]))),
   CONSTRAINT cyclone_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'available'::text, 'running'::text, 'waiting_signal'::text, 'waiting_timer'::text, 'paused'::text, 'completed'::text, 'discarded'::text, 'cancelled'::text]))),
@@ -86,6 +109,8 @@ CREATE TABLE cyclone_unique_keys (
 
 ALTER SEQUENCE cyclone_steps_id_seq OWNED BY cyclone_steps.id;
 
+CREATE INDEX cyclone_rate_buckets_expires ON cyclone_rate_buckets USING btree (expires_at);
+
 CREATE INDEX cyclone_runs_delete_after ON cyclone_runs USING btree (delete_after) WHERE (delete_after IS NOT NULL);
 
 CREATE INDEX cyclone_runs_name ON cyclone_runs USING btree (COALESCE(kind, workflow), id);
@@ -96,9 +121,13 @@ CREATE INDEX cyclone_runs_state ON cyclone_runs USING btree (state, id) WHERE (s
 
 CREATE INDEX cyclone_runs_unique_key_any ON cyclone_runs USING btree (unique_key, id) WHERE (unique_key IS NOT NULL);
 
-CREATE INDEX cyclone_steps_claim ON cyclone_steps USING btree (queue, priority DESC, scheduled_at, id) WHERE (state = 'available'::text);
+CREATE INDEX cyclone_steps_claim ON cyclone_steps USING btree (queue, priority DESC, scheduled_at, id) WHERE ((state = 'available'::text) AND (flow_key IS NULL));
 
 CREATE INDEX cyclone_steps_finished ON cyclone_steps USING btree (queue, finished_at) WHERE (state = ANY (ARRAY['completed'::text, 'discarded'::text]));
+
+CREATE INDEX cyclone_steps_flow ON cyclone_steps USING btree (queue, kind, flow_key, priority DESC, scheduled_at, id) WHERE ((state = 'available'::text) AND (flow_key IS NOT NULL));
+
+CREATE INDEX cyclone_steps_flow_running ON cyclone_steps USING btree (kind, flow_key) WHERE ((lease_expiry IS NOT NULL) AND (flow_key IS NOT NULL));
 
 CREATE INDEX cyclone_steps_held ON cyclone_steps USING btree (queue, state) WHERE (state = ANY (ARRAY['discarded'::text, 'paused'::text]));
 
@@ -131,6 +160,249 @@ BEGIN
   RETURN v_state;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_claim_flow(p_queue text, p_kinds text[], p_limited boolean, p_keyed boolean, p_limit integer, p_owner text, p_lease_ttl_ms bigint, p_queue_cap integer, p_kind_cap integer, p_key_cap integer, p_rate_limit integer, p_rate_per_ms bigint, p_rate_keyed boolean, p_cursor text)
+ RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision, next_cursor text, held_back boolean)
+ LANGUAGE plpgsql
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_kind     text := p_kinds[1];
+  v_free     integer := p_limit;
+  v_held     boolean := false;
+  v_key      text;
+  v_next     text;
+  v_wrapped  boolean := p_cursor IS NULL;
+  v_probes   integer := 0;
+  -- A claim looks at this many keys at most, so one whose keys are all at
+  -- their limit stays short; the next claim goes on from where it stopped.
+  v_max_probes integer := greatest(4 * p_limit, 64);
+  v_room     integer;
+  v_keys     text[] := '{}';
+  v_rooms    integer[] := '{}';
+  v_cursor   text := p_cursor;
+  v_runs     uuid[];
+  v_ids      bigint[];
+  v_rate     text[];
+  v_pick_r   uuid[] := '{}';
+  v_pick_i   bigint[] := '{}';
+  v_used     jsonb := '{}';
+  v_running  jsonb := '{}';
+  v_scope    text;
+  v_n        integer;
+BEGIN
+  IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
+    next_cursor := p_cursor;
+    held_back := false;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  -- The queue's lock before the kind's: every claim takes them in this order.
+  IF p_queue_cap IS NOT NULL THEN
+    PERFORM cyclone_lock_flow('queue:' || p_queue);
+  END IF;
+  IF p_limited THEN
+    PERFORM cyclone_lock_flow('kind:' || v_kind);
+  END IF;
+
+  -- Each count below is a statement of its own, so it sees every claim
+  -- that held these locks before this one.
+  IF p_queue_cap IS NOT NULL THEN
+    v_room := p_queue_cap - (SELECT count(*) FROM cyclone_steps s WHERE s.lease_expiry IS NOT NULL AND s.queue = p_queue);
+    v_held := v_room < v_free;
+    v_free := least(v_free, v_room);
+  END IF;
+  IF p_kind_cap IS NOT NULL THEN
+    v_room := p_kind_cap - (SELECT count(*) FROM cyclone_steps s
+                             WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind);
+    v_held := v_held OR v_room < v_free;
+    v_free := least(v_free, v_room);
+  END IF;
+  IF p_rate_limit IS NOT NULL AND NOT p_rate_keyed THEN
+    v_room := p_rate_limit - cyclone_rate_used('rate:' || v_kind, p_rate_per_ms);
+    v_held := v_held OR v_room < v_free;
+    v_free := least(v_free, v_room);
+  END IF;
+
+  IF v_free <= 0 THEN
+    next_cursor := p_cursor;
+    held_back := true;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  IF NOT p_limited THEN
+    -- The kinds without limits of a capped queue, in the plain claim's order.
+    SELECT array_agg(c.run_id), array_agg(c.id) INTO v_runs, v_ids
+      FROM (SELECT s.run_id, s.id FROM cyclone_steps s
+             WHERE s.state = 'available' AND s.flow_key IS NULL AND s.queue = p_queue AND s.kind = ANY (p_kinds)
+               AND s.scheduled_at <= now()
+             ORDER BY s.priority DESC, s.scheduled_at, s.id
+             LIMIT v_free
+               FOR UPDATE SKIP LOCKED) c;
+    RETURN QUERY SELECT *, NULL::text, NULL::boolean FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
+    next_cursor := p_cursor;
+    held_back := v_held AND coalesce(cardinality(v_ids), 0) = v_free;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  IF NOT p_keyed THEN
+    -- A kind-wide limit: one key (''), taken in the plain claim's order,
+    -- picked and started by one statement.
+    RETURN QUERY
+    WITH picked AS (
+      SELECT s.run_id, s.id FROM cyclone_steps s
+       WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
+         AND s.flow_key = '' AND s.scheduled_at <= now()
+       ORDER BY s.priority DESC, s.scheduled_at, s.id
+       LIMIT v_free
+         FOR UPDATE SKIP LOCKED
+    )
+    UPDATE cyclone_steps s
+       SET state = 'running',
+           lease_owner = p_owner,
+           lease_generation = s.lease_generation + 1,
+           lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
+           started_at = now(),
+           heartbeat_at = now(),
+           progress = NULL,
+           updated_at = now()
+      FROM picked, cyclone_runs r
+     WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
+    RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
+              (extract(epoch FROM s.timeout) * 1000)::bigint,
+              r.input,
+              CASE WHEN cardinality(s.depends_on) > 0 THEN
+                (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
+                  WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+              END,
+              r.trace_context,
+              (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8,
+              NULL::text, NULL::boolean;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF p_rate_limit IS NOT NULL AND v_n > 0 THEN
+      PERFORM cyclone_rate_record(array_fill('rate:' || v_kind, ARRAY[v_n]), p_rate_per_ms);
+    END IF;
+    next_cursor := p_cursor;
+    held_back := v_held AND v_n = v_free;
+    RETURN NEXT;
+    RETURN;
+  ELSE
+    -- How many of each key run now, read once: the running steps of one
+    -- kind are few (its limits keep them so).
+    IF p_key_cap IS NOT NULL THEN
+      SELECT coalesce(jsonb_object_agg(r.flow_key, r.n), '{}') INTO v_running
+        FROM (SELECT s.flow_key, count(*) AS n FROM cyclone_steps s
+               WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
+               GROUP BY s.flow_key) r;
+    END IF;
+    -- The keys with due work and room, round-robin from the one after the
+    -- cursor; each found by one probe of cyclone_steps_flow.
+    LOOP
+      EXIT WHEN v_probes >= v_max_probes OR cardinality(v_keys) >= v_free;
+      IF v_key IS NULL AND NOT v_wrapped THEN
+        SELECT s.flow_key INTO v_next FROM cyclone_steps s
+         WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
+           AND s.flow_key > p_cursor AND s.scheduled_at <= now()
+         ORDER BY s.flow_key LIMIT 1;
+      ELSIF v_key IS NULL THEN
+        SELECT s.flow_key INTO v_next FROM cyclone_steps s
+         WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
+           AND s.scheduled_at <= now()
+         ORDER BY s.flow_key LIMIT 1;
+      ELSE
+        SELECT s.flow_key INTO v_next FROM cyclone_steps s
+         WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
+           AND s.flow_key > v_key AND s.scheduled_at <= now()
+         ORDER BY s.flow_key LIMIT 1;
+      END IF;
+      IF v_next IS NULL THEN
+        -- The last key: go round to the first, once.
+        EXIT WHEN v_wrapped;
+        v_wrapped := true;
+        v_key := NULL;
+        CONTINUE;
+      END IF;
+      -- Past the cursor again after going round: every key has been looked at.
+      EXIT WHEN v_wrapped AND p_cursor IS NOT NULL AND v_next > p_cursor;
+      v_key := v_next;
+      v_cursor := v_key;
+      v_probes := v_probes + 1;
+      v_room := least(v_free, p_key_cap - coalesce((v_running ->> v_key)::integer, 0));
+      IF v_room <= 0 THEN
+        v_held := true;
+        CONTINUE;
+      END IF;
+      v_keys := v_keys || v_key;
+      v_rooms := v_rooms || coalesce(v_room, v_free);
+    END LOOP;
+    v_held := v_held OR v_probes >= v_max_probes;
+  END IF;
+
+  IF cardinality(v_keys) = 0 THEN
+    next_cursor := v_cursor;
+    held_back := v_held;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  -- Each key's first step, then each key's second, and so on.
+  SELECT array_agg(h.run_id ORDER BY h.rn, k.ord), array_agg(h.id ORDER BY h.rn, k.ord),
+         array_agg(h.rate_key ORDER BY h.rn, k.ord)
+    INTO v_runs, v_ids, v_rate
+    FROM (SELECT * FROM unnest(v_keys, v_rooms) WITH ORDINALITY AS u(key, room, ord)) k
+   CROSS JOIN LATERAL (
+     SELECT s.run_id, s.id, s.rate_key, row_number() OVER (ORDER BY s.priority DESC, s.scheduled_at, s.id) AS rn
+       FROM cyclone_steps s
+      WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
+        AND s.flow_key = k.key AND s.scheduled_at <= now()
+      ORDER BY s.priority DESC, s.scheduled_at, s.id
+      LIMIT k.room) h;
+
+  -- The first v_free of them, less those whose rate key has no room left.
+  FOR i IN 1 .. coalesce(cardinality(v_ids), 0) LOOP
+    EXIT WHEN cardinality(v_pick_i) >= v_free;
+    IF p_rate_limit IS NOT NULL AND p_rate_keyed THEN
+      v_scope := 'rate:' || v_kind || ':' || coalesce(v_rate[i], '');
+      IF NOT v_used ? v_scope THEN
+        v_used := v_used || jsonb_build_object(v_scope, cyclone_rate_used(v_scope, p_rate_per_ms));
+      END IF;
+      v_n := (v_used ->> v_scope)::integer;
+      IF v_n >= p_rate_limit THEN
+        v_held := true;
+        CONTINUE;
+      END IF;
+      v_used := v_used || jsonb_build_object(v_scope, v_n + 1);
+    END IF;
+    v_pick_r := v_pick_r || v_runs[i];
+    v_pick_i := v_pick_i || v_ids[i];
+  END LOOP;
+
+  -- Lock what is still available; a row another transaction holds is left.
+  SELECT array_agg(c.run_id), array_agg(c.id), array_agg(c.rate_key) INTO v_runs, v_ids, v_rate
+    FROM (SELECT s.run_id, s.id, s.rate_key FROM cyclone_steps s
+            JOIN unnest(v_pick_r, v_pick_i) AS t(run_id, id) ON s.run_id = t.run_id AND s.id = t.id
+           WHERE s.state = 'available'
+             FOR UPDATE OF s SKIP LOCKED) c;
+
+  IF p_rate_limit IS NOT NULL AND cardinality(v_ids) > 0 THEN
+    PERFORM cyclone_rate_record(
+      CASE WHEN p_rate_keyed THEN ARRAY(SELECT 'rate:' || v_kind || ':' || coalesce(r, '') FROM unnest(v_rate) AS r)
+           ELSE array_fill('rate:' || v_kind, ARRAY[cardinality(v_ids)]) END,
+      p_rate_per_ms);
+  END IF;
+
+  RETURN QUERY SELECT *, NULL::text, NULL::boolean FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
+  next_cursor := v_cursor;
+  held_back := v_held;
+  RETURN NEXT;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text, p_lease_ttl_ms bigint)
  RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
  LANGUAGE plpgsql
@@ -144,7 +416,8 @@ BEGIN
   RETURN QUERY
   WITH picked AS (
     SELECT c.run_id, c.id FROM cyclone_steps c
-     WHERE c.state = 'available' AND c.queue = p_queue AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.kind = ANY (p_kinds)
+       AND c.scheduled_at <= now()
        AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
      ORDER BY c.priority DESC, c.scheduled_at, c.id
      LIMIT p_limit
@@ -409,6 +682,13 @@ BEGIN
   RETURN NEW;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_lock_flow(p_scope text)
+ RETURNS void
+ LANGUAGE sql
+AS $function$
+  SELECT pg_advisory_xact_lock(748201, hashtext(p_scope));
+$function$;
+
 CREATE OR REPLACE FUNCTION cyclone_lock_run(p_run_id uuid)
  RETURNS uuid
  LANGUAGE sql
@@ -475,6 +755,28 @@ BEGIN
   UPDATE cyclone_runs SET state = 'paused', updated_at = now() WHERE id = p_run_id;
   RETURN v_state;
 END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_rate_record(p_scopes text[], p_per_ms bigint)
+ RETURNS void
+ LANGUAGE sql
+AS $function$
+  INSERT INTO cyclone_rate_buckets AS b (scope, bucket, starts, expires_at)
+  SELECT scope, floor(extract(epoch FROM now()) * 1000 / greatest(p_per_ms / 20, 1))::bigint, count(*)::integer,
+         now() + (greatest(p_per_ms / 20, 1) + p_per_ms) * interval '1 millisecond'
+    FROM unnest(p_scopes) AS scope
+   GROUP BY scope
+  ON CONFLICT (scope, bucket) DO UPDATE SET starts = b.starts + EXCLUDED.starts;
+$function$;
+
+CREATE OR REPLACE FUNCTION cyclone_rate_used(p_scope text, p_per_ms bigint)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT coalesce(sum(starts), 0)::integer FROM cyclone_rate_buckets
+   WHERE scope = p_scope
+     AND bucket >= floor((extract(epoch FROM now()) * 1000 - p_per_ms) / greatest(p_per_ms / 20, 1))::bigint;
+$function$;
 
 CREATE OR REPLACE FUNCTION cyclone_recover_step(p_run_id uuid, p_step_id bigint, p_retry_delay_ms bigint)
  RETURNS text
@@ -748,6 +1050,38 @@ BEGIN
   RETURN FOUND;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
+ RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
+ LANGUAGE plpgsql
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+BEGIN
+  RETURN QUERY
+  UPDATE cyclone_steps s
+     SET state = 'running',
+         lease_owner = p_owner,
+         lease_generation = s.lease_generation + 1,
+         lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
+         started_at = now(),
+         heartbeat_at = now(),
+         progress = NULL,
+         updated_at = now()
+    FROM unnest(p_run_ids, p_ids) AS t(run_id, id), cyclone_runs r
+   WHERE s.run_id = t.run_id AND s.id = t.id AND r.id = s.run_id
+  RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
+            (extract(epoch FROM s.timeout) * 1000)::bigint,
+            r.input,
+            CASE WHEN cardinality(s.depends_on) > 0 THEN
+              (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
+                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+            END,
+            r.trace_context,
+            (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_start_workflow(p_run_id uuid, p_workflow text, p_graph jsonb, p_input jsonb, p_queue text, p_unique_key text, p_retention_ms bigint, p_nodes jsonb, p_trace_context jsonb)
  RETURNS uuid
  LANGUAGE plpgsql
@@ -764,15 +1098,63 @@ BEGIN
           p_trace_context);
 
   INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, depends_on,
-                             max_attempts, max_reclaims, timeout, backoff_ms)
+                             max_attempts, max_reclaims, timeout, backoff_ms, flow_key, rate_key)
   SELECT p_run_id, n.node_id, n.kind, n.node_type, n.queue, n.priority, 'pending', n.depends_on,
-         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond', n.backoff_ms
+         n.max_attempts, n.max_reclaims, n.timeout_ms * interval '1 millisecond', n.backoff_ms, n.flow_key, n.rate_key
     FROM jsonb_to_recordset(p_nodes) AS n(node_id text, kind text, node_type text, queue text, priority smallint,
                                          depends_on text[], max_attempts integer, max_reclaims integer,
-                                         timeout_ms bigint, backoff_ms bigint[]);
+                                         timeout_ms bigint, backoff_ms bigint[], flow_key text, rate_key text);
 
   PERFORM cyclone_release_successors(ARRAY[p_run_id]);
   RETURN p_run_id;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_unique_conflict(p_unique_key text, p_kind text, p_replace boolean, p_input jsonb, p_flow_key text, p_rate_key text, p_debounce_ms bigint)
+ RETURNS TABLE(holder uuid, outcome text)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_run   cyclone_runs%ROWTYPE;
+  v_step  cyclone_steps%ROWTYPE;
+BEGIN
+  holder := (SELECT k.run_id FROM cyclone_unique_keys k WHERE k.unique_key = p_unique_key);
+  IF holder IS NULL THEN
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  IF NOT p_replace AND p_debounce_ms IS NULL THEN
+    outcome := 'kept';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  SELECT * INTO v_run FROM cyclone_runs r WHERE r.id = holder FOR UPDATE;
+  -- The holder finished and freed the key while we waited for its lock.
+  IF v_run.state IS NULL OR v_run.state IN ('completed', 'failed', 'cancelled') THEN
+    holder := NULL;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  -- Only a standalone job of the same kind can take this enqueue's input.
+  SELECT * INTO v_step FROM cyclone_steps s WHERE s.run_id = holder AND v_run.kind = p_kind FOR UPDATE;
+  IF v_step.id IS NULL OR v_step.started_at IS NOT NULL
+     OR NOT (v_step.state = 'available' OR (v_step.state = 'paused' AND v_step.paused_state = 'available')) THEN
+    outcome := CASE WHEN p_replace THEN 'started' ELSE 'kept' END;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  IF p_replace THEN
+    UPDATE cyclone_runs SET input = p_input, updated_at = now() WHERE id = holder;
+    UPDATE cyclone_steps SET flow_key = p_flow_key, rate_key = p_rate_key, updated_at = now()
+     WHERE run_id = holder AND id = v_step.id;
+  END IF;
+  IF p_debounce_ms IS NOT NULL THEN
+    UPDATE cyclone_steps SET scheduled_at = now() + p_debounce_ms * interval '1 millisecond', updated_at = now()
+     WHERE run_id = holder AND id = v_step.id;
+  END IF;
+  outcome := CASE WHEN p_replace THEN 'replaced' ELSE 'debounced' END;
+  RETURN NEXT;
 END $function$;
 
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
@@ -784,5 +1166,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (2, 'CycloneStepBac
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (3, 'CycloneObservability1764921600000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (4, 'CycloneDashboardIndexes1765008000000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (5, 'CycloneFlowControl1765180800000');
 
 SELECT cyclone_ensure_partitions(3);

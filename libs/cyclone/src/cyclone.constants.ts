@@ -32,6 +32,16 @@ export const PARTITION_INTERVAL_MS = 6 * 3_600_000;
 /** How often the `cyclone:metrics` loop samples the queues by default: a usual scrape interval. */
 export const DEFAULT_METRICS_SAMPLE_INTERVAL_MS = 15_000;
 
+/**
+ * Schedules: a tick more than this old is missed (catchUp 'none' skips it),
+ * and the schedule loop looks again at least this often.
+ */
+export const SCHEDULE_ON_TIME_MS = 10_000;
+export const SCHEDULE_MAX_WAIT_MS = 5_000;
+
+/** How often queued steps' flow keys are brought in line with the app's limits (FlowKeySweeper). */
+export const FLOW_KEY_INTERVAL_MS = 60_000;
+
 export const MIN_PRIORITY = -1000;
 export const MAX_PRIORITY = 1000;
 /** The largest attempt count we accept; far above any sane retry policy. */

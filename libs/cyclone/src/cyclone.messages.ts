@@ -175,6 +175,16 @@ export const messages = {
   migrationLocked: (name: string, attempts: number) =>
     `Cyclone migration ${name} could not take the locks it needs in ${attempts} tries: a long transaction holds the cyclone_* tables. ` +
     'Find it in pg_stat_activity (state "idle in transaction" or a long query), end it, and migrate again.',
+  invalidKey: (kind: string, option: string, problem: string) =>
+    `The ${option} function of step "${kind}" ${problem}. A key function must return a string for every input ` +
+    'it is given; the enqueue wrote nothing.',
+  invalidSchedule: (name: string, kind: string, cron: unknown, problem: string) =>
+    `Schedule "${name}" of step "${kind}" (cron ${describe(cron)}): ${problem}. Use 5 fields (minute hour day-of-month month day-of-week), ` +
+    "or 6 with seconds first, such as '0 3 * * *' or '*/10 * * * * *', and an IANA time zone such as 'Europe/Berlin'.",
+  duplicateSchedule: () => 'another schedule has this name (a @Step schedule is named by its kind); give each schedule its own name',
+  replaceStarted: (key: string, runId: string) =>
+    `A run with unique key "${key}" has already started (run ${runId}), so its input cannot be replaced. ` +
+    'Wait for it to finish, or catch DuplicateError and use its runId.',
   embeddedFailed: (step: string, output: string) =>
     `The embedded PostgreSQL failed to ${step}${output ? `. The server said: ${output}` : ' and said nothing.'}`,
 };

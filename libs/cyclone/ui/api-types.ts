@@ -85,7 +85,6 @@ export interface Schedule {
 }
 
 export interface SchedulesAnswer {
-  supported: boolean;
   schedules: Schedule[];
 }
 

@@ -17,12 +17,8 @@ export function schedulesPage(root: HTMLElement, _ctx: PageContext): PageStop {
   }, 10_000);
 
   function render(answer: SchedulesAnswer): void {
-    if (!answer.supported) {
-      show(body, emptyState('No schedules.', 'This version of Cyclone does not run schedules; recurring jobs started by your own code show on the Runs page.'));
-      return;
-    }
     if (answer.schedules.length === 0) {
-      show(body, emptyState('No schedules are defined.'));
+      show(body, emptyState('No schedules.', "This app defines none: give a @Step a schedule, or CycloneModule the schedules option."));
       return;
     }
     show(

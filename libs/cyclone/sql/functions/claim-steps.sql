@@ -4,7 +4,8 @@
 -- waiting on each other's rows; all times are the database's. The lease
 -- generation is bumped so that every later write of this attempt can
 -- compare-and-set on it. Upstream outputs are read only for workflow nodes
--- that have upstreams. A paused queue (pauseQueue) claims nothing. A new
+-- that have upstreams. A paused queue (pauseQueue) claims nothing. Steps of
+-- kinds with limits (flow_key set) are cyclone_claim_flow's. A new
 -- attempt starts without the progress an earlier one reported; it returns the
 -- run's trace context (for the attempt's span) and how long the step waited
 -- since it was due.
@@ -28,7 +29,8 @@ BEGIN
   RETURN QUERY
   WITH picked AS (
     SELECT c.run_id, c.id FROM cyclone_steps c
-     WHERE c.state = 'available' AND c.queue = p_queue AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.kind = ANY (p_kinds)
+       AND c.scheduled_at <= now()
        AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
      ORDER BY c.priority DESC, c.scheduled_at, c.id
      LIMIT p_limit

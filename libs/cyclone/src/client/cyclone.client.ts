@@ -25,7 +25,7 @@ import { NotificationListener } from '../notifications/notification-listener.js'
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import type { Statement } from '../database/statement.js';
 import type pg from 'pg';
-import { ENQUEUE_JOB, FIND_UNIQUE_HOLDER } from '../sql/enqueue.sql.js';
+import { ENQUEUE_JOB, FIND_UNIQUE_HOLDER, UNIQUE_CONFLICT } from '../sql/enqueue.sql.js';
 import {
   PAUSED_QUEUES,
   PAUSE_QUEUE,
@@ -40,6 +40,9 @@ import { START_OPTION_NAMES, type StartOptions } from '../interfaces/workflow-op
 import type { WorkflowDefinition } from '../definitions/define-workflow.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { describeValue, messages } from '../cyclone.messages.js';
+import { ScheduleRegistry } from '../schedules/schedule-registry.js';
+import { SCHEDULE_STATE } from '../sql/schedules.sql.js';
+import type { ScheduleInfo } from '../interfaces/schedule-info.interface.js';
 import {
   CANCEL_RUN,
   GET_OUTPUT,
@@ -50,7 +53,8 @@ import {
   STEP_STATE,
 } from '../sql/runs.sql.js';
 import { EnqueueBatcher } from './enqueue-batcher.js';
-import { enqueueJobValues, jobParams, type JobParams, type NewJob } from '../steps/job-params.js';
+import { enqueueJobValues, jobParams, uniqueOptions, type JobParams, type NewJob } from '../steps/job-params.js';
+import { flowKeys } from '../steps/flow-limits.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
 import { uuid7 } from '../common/uuid7.js';
@@ -96,6 +100,7 @@ export class CycloneClient {
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     private readonly stats: CycloneStats,
     private readonly tracer: CycloneTracer,
+    private readonly schedules: ScheduleRegistry,
   ) {
     this.enqueues = new EnqueueBatcher(database, wakes);
   }
@@ -127,7 +132,8 @@ export class CycloneClient {
   /**
    * Enqueues inside the caller's open transaction: the job exists only if
    * that transaction commits, and its wake-up is sent only then. A duplicate
-   * unique key throws `DuplicateError` without aborting the transaction.
+   * unique key throws `DuplicateError` (or keeps, replaces or debounces the
+   * holder, as `unique.onConflict` says) without aborting the transaction.
    */
   async enqueueTx<S extends Kind>(
     tx: EntityManager | QueryRunner,
@@ -170,7 +176,7 @@ export class CycloneClient {
     if (texts.length === 0) return [];
     const info = { ...producer('enqueue_many', params), count: texts.length };
     const runIds = await this.tracer.produce(info, async (traceContext) => {
-      const jobs = texts.map((inputJson) => ({ ...this.newJob(step, params, inputJson), traceContext }));
+      const jobs = texts.map((inputJson, i) => ({ ...this.newJob(step, params, inputJson, list[i]), traceContext }));
       const ids = jobs.map((j) => j.runId);
       await settle(this.enqueues.insert(jobs), this.wrote(ids));
       return ids;
@@ -281,14 +287,23 @@ export class CycloneClient {
   async start<I>(workflow: WorkflowDefinition<I> | string, input: I, given?: StartOptions): Promise<string> {
     const compiled = this.workflows.get(workflow);
     const opts = checkOptions<StartOptions>(given, 'start options', START_OPTION_NAMES);
-    const uniqueKey = opts.unique !== undefined ? checkName(opts.unique, 'unique') : null;
+    const unique = uniqueOptions(opts.unique);
+    if (unique.onConflict === 'replace' || unique.debounceMs !== null) {
+      throw new InvalidOptionError(
+        "Options unique.onConflict 'replace' and unique.debounce are for standalone jobs (enqueue); a workflow run takes 'error' or 'keep'.",
+      );
+    }
+    const uniqueKey = unique.key;
     const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
     const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
-    // Each step node carries its kind's backoff, as a standalone job does.
+    // Each step node carries its kind's backoff, as a standalone job does, and
+    // the keys its kind's limits give for the run's input.
     const nodes = compiled.nodes.map((node) => {
       const step = node.kind === null ? undefined : this.registry.find(node.kind);
-      const backoff = step ? backoffSchedule(step, node.max_attempts, this.logger) : null;
-      return backoff === null ? node : { ...node, backoff_ms: backoff };
+      if (!step) return node;
+      const backoff = backoffSchedule(step, node.max_attempts, this.logger);
+      const [flow_key, rate_key] = step.flow ? flowKeys(step.kind, step.flow, input) : [null, null];
+      return { ...node, ...(backoff === null ? {} : { backoff_ms: backoff }), ...(step.flow ? { flow_key, rate_key } : {}) };
     });
     const runId = uuid7();
     const wrote = this.wrote([runId]);
@@ -310,9 +325,16 @@ export class CycloneClient {
       );
       return rows[0].id;
     });
-    if (started === null) return this.heldBy(uniqueKey!, this.pooled(wrote), () => this.start(workflow, input, opts));
-    this.stats.events.workflowStarted({ queue: compiled.queue, workflow: compiled.name });
-    return started;
+    if (started !== null) {
+      this.stats.events.workflowStarted({ queue: compiled.queue, workflow: compiled.name });
+      return started;
+    }
+    const query = this.pooled(wrote);
+    if (unique.onConflict === 'keep') {
+      const holder = await query(FIND_UNIQUE_HOLDER, [uniqueKey!]);
+      return holder.length > 0 ? holder[0].id : this.start(workflow, input, opts);
+    }
+    return this.heldBy(uniqueKey!, query, () => this.start(workflow, input, opts));
   }
 
   /**
@@ -399,6 +421,23 @@ export class CycloneClient {
     return rows.map((r) => r.queue);
   }
 
+  /**
+   * This app's schedules, with their next tick and the last one fired (by
+   * any replica; null before the first), from their durable state.
+   */
+  async listSchedules(): Promise<ScheduleInfo[]> {
+    const schedules = this.schedules.all();
+    if (schedules.length === 0) return [];
+    const { rows } = await settle(this.database.query(SCHEDULE_STATE, [schedules.map((s) => s.name)]), this.read());
+    const now = rows[0].now;
+    const state = new Map(rows.filter((r) => r.name !== null).map((r) => [r.name, r]));
+    return schedules.map((s) => {
+      const lastTickAt = state.get(s.name)?.last_tick_at ?? null;
+      const after = lastTickAt && lastTickAt > now ? lastTickAt : now;
+      return { name: s.name, kind: s.kind, cron: s.cron, timezone: s.timezone, nextTickAt: s.nextAfter(after), lastTickAt };
+    });
+  }
+
   /** Reopens every discarded node of the run; returns how many. */
   async retryAll(runId: string): Promise<number> {
     return this.reopen(runId, null);
@@ -420,22 +459,58 @@ export class CycloneClient {
     }
   }
 
-  /** Checks an enqueue's arguments and makes its job, with a run id chosen now. */
+  /** Checks an enqueue's arguments (its options, its input, its limits' keys) and makes its job, with a run id chosen now. */
   private prepare(kind: Kind, input: unknown, opts: EnqueueOptions | undefined): Omit<NewJob, 'traceContext'> {
     const step = this.registry.get(kindOf(kind));
     const params = jobParams(step, opts, this.options);
-    return this.newJob(step, params, toJson(input, 'input', this.options.maxPayloadBytes));
+    return this.newJob(step, params, toJson(input, 'input', this.options.maxPayloadBytes), input);
   }
 
-  private newJob(step: RegisteredStep, params: NewJob['params'], inputJson: string): Omit<NewJob, 'traceContext'> {
-    return { runId: uuid7(), params, inputJson, backoffMs: backoffSchedule(step, params.maxAttempts, this.logger) };
+  private newJob(step: RegisteredStep, params: JobParams, inputJson: string, input: unknown): Omit<NewJob, 'traceContext'> {
+    return {
+      runId: uuid7(),
+      params,
+      inputJson,
+      backoffMs: backoffSchedule(step, params.maxAttempts, this.logger),
+      keys: flowKeys(step.kind, step.flow, input),
+    };
   }
 
   /** `notify`: send the wake-up from the statement itself (inside a caller's transaction). */
   private async insertJob(job: NewJob, notify: boolean, query: Query): Promise<{ id: string; due: boolean }> {
     const rows = await query(ENQUEUE_JOB, enqueueJobValues(job, notify));
     if (rows.length > 0) return { id: rows[0].id, due: rows[0].due };
-    return this.heldBy(job.params.uniqueKey!, query, () => this.insertJob(job, notify, query));
+    const insertAgain = () => this.insertJob(job, notify, query);
+    if (job.params.onConflict === 'error') return this.heldBy(job.params.uniqueKey!, query, insertAgain);
+    return this.resolveConflict(job, query, insertAgain);
+  }
+
+  /**
+   * onConflict 'keep' or 'replace', or a debounce: the holder is kept, given
+   * the new input, or pushed back, under its run's lock; its run id is the
+   * enqueue's result. A holder that started cannot be replaced: DuplicateError.
+   */
+  private async resolveConflict(
+    job: NewJob,
+    query: Query,
+    insertAgain: () => Promise<{ id: string; due: boolean }>,
+  ): Promise<{ id: string; due: boolean }> {
+    const { params } = job;
+    const key = params.uniqueKey!;
+    const [{ holder, outcome }] = await query(UNIQUE_CONFLICT, [
+      key,
+      params.kind,
+      params.onConflict === 'replace',
+      job.inputJson,
+      job.keys[0],
+      job.keys[1],
+      params.debounceMs,
+    ]);
+    if (holder === null) return insertAgain();
+    if (outcome === 'started' && params.onConflict === 'replace') {
+      throw new DuplicateError(holder, key, messages.replaceStarted(key, holder));
+    }
+    return { id: holder, due: false };
   }
 
   /**

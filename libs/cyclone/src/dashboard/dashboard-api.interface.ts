@@ -1,4 +1,5 @@
 import type { RunState, StepInfo } from '../interfaces/run-info.interface.js';
+import type { ScheduleInfo } from '../interfaces/schedule-info.interface.js';
 
 /*
  * What the dashboard's JSON API answers (`${path}/api/...`). Dates are ISO
@@ -57,11 +58,6 @@ export interface DashboardRuns {
   newer: string | null;
 }
 
-/** A node of a run: listSteps' StepInfo, with its progress (null when none was reported). */
-export interface DashboardStep extends StepInfo {
-  progress: unknown;
-}
-
 export interface DashboardRun {
   run: {
     id: string;
@@ -77,22 +73,12 @@ export interface DashboardRun {
     updatedAt: Date;
     finishedAt: Date | null;
   };
-  steps: DashboardStep[];
-}
-
-export interface DashboardSchedule {
-  name: string;
-  kind: string;
-  cron: string;
-  timezone: string | null;
-  nextTickAt: Date | null;
-  lastTickAt: Date | null;
+  /** Its nodes, as listSteps gives them (with each one's progress). */
+  steps: StepInfo[];
 }
 
 export interface DashboardSchedules {
-  /** Whether this version of Cyclone runs schedules at all. */
-  supported: boolean;
-  schedules: DashboardSchedule[];
+  schedules: ScheduleInfo[];
 }
 
 /** What an action changed. */

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { CycloneClient } from '../client/cyclone.client.js';
 import { uuid7Floor } from '../common/uuid7.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import type { RunInfo, StepInfo } from '../interfaces/run-info.interface.js';
+import type { RunInfo } from '../interfaces/run-info.interface.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import {
   LIST_RUNS_NEWER,
@@ -16,16 +16,10 @@ import type {
   DashboardRun,
   DashboardRunSummary,
   DashboardRuns,
-  DashboardSchedule,
   DashboardSchedules,
 } from './dashboard-api.interface.js';
 import { THROUGHPUT_SAMPLE, THROUGHPUT_WINDOW_SECONDS } from './dashboard.constants.js';
 import { isRunId, type RunsQuery } from './dashboard-params.js';
-
-/** What a client that runs schedules offers (SPEC §13); this version's client has no such method. */
-interface ScheduleSource {
-  listSchedules?: () => Promise<DashboardSchedule[]>;
-}
 
 /** What the pages show, read from the database with the dashboard's statements and the client's reads. */
 @Injectable()
@@ -103,25 +97,12 @@ export class DashboardReader {
   /** A run and its nodes; RunNotFoundError (404) when there is no such run. */
   async run(runId: string): Promise<DashboardRun> {
     const [run, steps] = await Promise.all([this.client.getRun(runId), this.client.listSteps(runId)]);
-    return { run: toRunView(run), steps: steps.map((step) => ({ ...step, progress: progressOf(step) })) };
+    return { run: toRunView(run), steps };
   }
 
-  /** The client's schedules, once it has them (SPEC §13); until then the page says there are none. */
+  /** The app's schedules with their next and last ticks (client.listSchedules). */
   async schedules(): Promise<DashboardSchedules> {
-    const source = this.client as unknown as ScheduleSource;
-    if (typeof source.listSchedules !== 'function') return { supported: false, schedules: [] };
-    const schedules = await source.listSchedules.call(this.client);
-    return {
-      supported: true,
-      schedules: schedules.map((s) => ({
-        name: s.name,
-        kind: s.kind,
-        cron: s.cron,
-        timezone: s.timezone ?? null,
-        nextTickAt: s.nextTickAt ?? null,
-        lastTickAt: s.lastTickAt ?? null,
-      })),
-    };
+    return { schedules: await this.client.listSchedules() };
   }
 }
 
@@ -145,15 +126,6 @@ function toRunView(run: RunInfo): DashboardRun['run'] {
     name: run.kind ?? run.workflow ?? '',
     type: run.workflow !== null ? 'workflow' : 'job',
   };
-}
-
-/**
- * A step's progress (`ctx.progress(value)`, SPEC §14) when the client
- * reports it on listSteps; null from a client that does not.
- */
-function progressOf(step: StepInfo): unknown {
-  const progress = (step as StepInfo & { progress?: unknown }).progress;
-  return progress === undefined ? null : progress;
 }
 
 function round(value: number): number {

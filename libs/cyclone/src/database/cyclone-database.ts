@@ -48,6 +48,32 @@ export class CycloneDatabase implements OnApplicationShutdown {
     stmt: Statement<P, R>,
     params: P,
   ): Promise<pg.QueryResult<R>> {
+    return this.withClient((client) => execute(client, stmt, params));
+  }
+
+  /**
+   * Runs `work` in a transaction of its own on a pooled connection: COMMIT
+   * when it resolves, ROLLBACK when it throws (its error is what the caller
+   * gets). A connection that broke is destroyed, as in `query`.
+   */
+  async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.withClient(async (client) => {
+      await client.query('BEGIN');
+      let result: T;
+      try {
+        result = await work(client);
+      } catch (err) {
+        // A rollback that fails too (the connection is gone) says nothing the first error does not.
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+      await client.query('COMMIT');
+      return result;
+    });
+  }
+
+  /** Lends `use` a pooled connection; one that broke under it is destroyed rather than returned. */
+  private async withClient<T>(use: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect();
     let released = false;
     const release = (err?: Error) => {
@@ -59,7 +85,7 @@ export class CycloneDatabase implements OnApplicationShutdown {
     // A checked-out client emits 'error' when its connection breaks; it must not go unheard.
     client.once('error', release);
     try {
-      const result = await execute(client, stmt, params);
+      const result = await use(client);
       release();
       return result;
     } catch (err) {

@@ -1,4 +1,7 @@
-import { Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
+import type { ResolvedOptions } from '../options/resolved-options.js';
+import { ScheduleRegistry } from '../schedules/schedule-registry.js';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { InvalidStepHostError } from '../errors/invalid-step-host.error.js';
 import { resolveStepOptions } from '../steps/step-options.js';
@@ -9,8 +12,8 @@ import { StepMetadataAccessor } from './step-metadata.accessor.js';
 /**
  * Wires `@Step` handlers into the registry when the module initialises,
  * before any worker starts (workers start at application bootstrap). The
- * module's workflows name step kinds, so they are compiled once every step
- * is known; a bad graph fails the boot here.
+ * module's workflows and schedules name step kinds, so they are compiled
+ * once every step is known; a bad graph or cron expression fails the boot here.
  */
 @Injectable()
 export class StepExplorer implements OnModuleInit {
@@ -22,6 +25,8 @@ export class StepExplorer implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly registry: StepRegistry,
     private readonly workflows: WorkflowRegistry,
+    private readonly schedules: ScheduleRegistry,
+    @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
   ) {}
 
   onModuleInit(): void {
@@ -29,6 +34,9 @@ export class StepExplorer implements OnModuleInit {
     this.logger.log(`Registered steps: ${this.registry.kinds().join(', ') || '(none)'}`);
     this.workflows.compileAll(this.registry);
     if (this.workflows.names().length > 0) this.logger.log(`Registered workflows: ${this.workflows.names().join(', ')}`);
+    this.schedules.compileAll(this.registry, this.options.schedules, this.options.maxPayloadBytes);
+    const schedules = this.schedules.all();
+    if (schedules.length > 0) this.logger.log(`Registered schedules: ${schedules.map((s) => `${s.name} (${s.cron})`).join(', ')}`);
   }
 
   private registerSteps(): void {

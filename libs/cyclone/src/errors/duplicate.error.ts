@@ -7,7 +7,8 @@ export class DuplicateError extends CycloneError {
     /** The run that holds the key. */
     readonly runId: string,
     readonly uniqueKey: string,
+    message = messages.duplicate(uniqueKey, runId),
   ) {
-    super('duplicate', messages.duplicate(uniqueKey, runId));
+    super('duplicate', message);
   }
 }

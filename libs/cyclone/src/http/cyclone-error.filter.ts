@@ -18,6 +18,7 @@ export const CYCLONE_ERROR_STATUS: Readonly<Record<string, HttpStatus>> = {
   invalid_option: HttpStatus.BAD_REQUEST,
   invalid_input: HttpStatus.BAD_REQUEST,
   invalid_parameter: HttpStatus.BAD_REQUEST,
+  invalid_key: HttpStatus.BAD_REQUEST,
   unknown_step: HttpStatus.BAD_REQUEST,
   csrf_rejected: HttpStatus.FORBIDDEN,
   run_failed: HttpStatus.UNPROCESSABLE_ENTITY,

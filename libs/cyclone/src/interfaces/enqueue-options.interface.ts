@@ -1,5 +1,25 @@
 import type { Duration } from '../common/duration.js';
 
+/** What an enqueue does when an unfinished run already holds its unique key. */
+export type OnConflict = 'error' | 'keep' | 'replace';
+
+export interface UniqueOptions {
+  key: string;
+  /**
+   * `'error'` (default) throws `DuplicateError`; `'keep'` returns the holder's
+   * run id; `'replace'` gives the holder this enqueue's input when it has not
+   * started yet (and throws `DuplicateError` when it has), and returns its run id.
+   */
+  onConflict?: OnConflict;
+  /**
+   * The run starts this long after the last enqueue with its key: the first
+   * enqueue schedules it that far ahead, each later one pushes the holder back
+   * again while it has not started. Implies `onConflict: 'keep'` unless
+   * `'replace'` is given.
+   */
+  debounce?: Duration;
+}
+
 export interface EnqueueOptions {
   /** Queue to run on; default the step's queue, else `default`. */
   queue?: string;
@@ -14,8 +34,11 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   /** How long the finished run is kept. */
   retention?: Duration;
-  /** At most one unfinished run holds this key; a second enqueue throws `DuplicateError`. */
-  unique?: string;
+  /**
+   * At most one unfinished run holds this key. A string is `{ key }`: a second
+   * enqueue throws `DuplicateError`.
+   */
+  unique?: string | UniqueOptions;
   maxReclaims?: number;
 }
 

@@ -4,3 +4,4 @@ export * from './step-context.interface.js';
 export * from './step-options.interface.js';
 export * from './workflow-options.interface.js';
 export * from './step-event.interface.js';
+export * from './schedule-info.interface.js';

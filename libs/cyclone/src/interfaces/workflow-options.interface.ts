@@ -29,8 +29,12 @@ export interface SleepOptions {
 }
 
 export interface StartOptions {
-  /** At most one unfinished run holds this key; a second start throws `DuplicateError`. */
-  unique?: string;
+  /**
+   * At most one unfinished run holds this key: a second start throws
+   * `DuplicateError`, or with `onConflict: 'keep'` returns the holder's run id.
+   * (`'replace'` and `debounce` are for standalone jobs.)
+   */
+  unique?: string | { key: string; onConflict?: 'error' | 'keep' };
   /** How long the finished run is kept. */
   retention?: Duration;
 }

@@ -2,11 +2,14 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 import { CYCLONE_SCHEDULER, RETENTION_BATCH, RETENTION_INTERVAL_MS } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import { DELETE_EXPIRED_RUNS } from '../sql/retention.sql.js';
+import { DELETE_EXPIRED_RATE_BUCKETS, DELETE_EXPIRED_RUNS } from '../sql/retention.sql.js';
 import { Loop } from '../common/loop.js';
 import type { MaintenanceService } from './maintenance-service.js';
 
-/** Deletes finished runs past their retention, on every client; replicas share the work. */
+/**
+ * Deletes finished runs past their retention, and rate-limit buckets past
+ * their window, on every client; replicas share the work.
+ */
 @Injectable()
 export class RetentionSweeper implements MaintenanceService {
   private readonly logger = new Logger('Cyclone');
@@ -30,6 +33,7 @@ export class RetentionSweeper implements MaintenanceService {
       if (rows[0].runs < RETENTION_BATCH) break;
     }
     if (total > 0) this.logger.log(`Retention: deleted ${total} finished run(s)`);
+    while ((await this.database.query(DELETE_EXPIRED_RATE_BUCKETS, [RETENTION_BATCH])).rowCount === RETENTION_BATCH);
     return total;
   }
 }

@@ -15,6 +15,9 @@ import { RecoverySweeper } from '../maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../maintenance/retention.sweeper.js';
 import { TimerSweeper } from '../maintenance/timer.sweeper.js';
 import { MetricsSampler } from '../maintenance/metrics.sampler.js';
+import { ScheduleTicker } from '../maintenance/schedule.ticker.js';
+import { ScheduleRegistry } from '../schedules/schedule-registry.js';
+import { FlowKeySweeper } from '../maintenance/flow-key.sweeper.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
@@ -85,6 +88,9 @@ import { createTracer } from '../tracing/create-tracer.js';
     RetentionSweeper,
     PartitionMaintainer,
     MetricsSampler,
+    ScheduleRegistry,
+    ScheduleTicker,
+    FlowKeySweeper,
     Maintainer,
   ],
   // What apps call. The health and metrics modules read CycloneStats.

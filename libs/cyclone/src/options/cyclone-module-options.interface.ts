@@ -1,12 +1,33 @@
 import type { DataSource } from 'typeorm';
 import type { Duration } from '../common/duration.js';
 import type { WorkflowDefinition } from '../definitions/define-workflow.js';
+import type { CatchUp } from '../interfaces/step-options.interface.js';
 
 export type CycloneConnectionOptions = { url?: string } | { dataSource: DataSource };
 
 export interface QueueOptions {
   /** How many steps of this queue one client runs at once. */
   workers: number;
+  /**
+   * At most this many running steps of the queue in the whole cluster, every
+   * client together (give every client the same value). Default: no cap.
+   */
+  concurrency?: number;
+}
+
+/** A durable cron schedule: a run of `kind` at every tick, exactly once across every replica. */
+export interface ScheduleOptions {
+  /** The schedule's name, unique among the app's schedules (a `@Step` schedule is named by its kind). */
+  name: string;
+  /** 5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first. */
+  cron: string;
+  kind: string;
+  /** The input of each scheduled run. Default null. */
+  input?: unknown;
+  /** IANA time zone the expression is read in. Default UTC. */
+  timezone?: string;
+  /** After downtime: `'latest'` (default) starts the latest missed tick once, `'none'` skips missed ticks. */
+  catchUp?: CatchUp;
 }
 
 /** How startup retries a database it cannot reach, as `@nestjs/typeorm`'s retryAttempts / retryDelay. */
@@ -65,6 +86,8 @@ export interface CycloneModuleOptions {
    * Default: on when `@opentelemetry/api` is installed.
    */
   tracing?: boolean;
+  /** Cron schedules, besides those declared with `@Step(kind, { schedule })`. */
+  schedules?: ScheduleOptions[];
 }
 
 export interface PartitionOptions {

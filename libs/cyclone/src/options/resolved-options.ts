@@ -1,11 +1,12 @@
 import type {
   ConnectRetryOptions,
-  PartitionOptions,
   CycloneConnectionOptions,
   CycloneModuleOptions,
+  PartitionOptions,
+  ScheduleOptions,
 } from './cyclone-module-options.interface.js';
 import { toMs } from '../common/duration.js';
-import { checkBoolean, checkInteger, checkName, checkOptions } from '../common/validate.js';
+import { checkBoolean, checkInteger, checkKnownKeys, checkName, checkOptions } from '../common/validate.js';
 import { describeValue } from '../cyclone.messages.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { CycloneError } from '../errors/cyclone.error.js';
@@ -30,6 +31,8 @@ import {
 export interface ResolvedOptions {
   connection?: CycloneConnectionOptions;
   queues: Map<string, number>;
+  /** Cluster-wide caps on running steps, by queue (queues.<name>.concurrency). */
+  queueCaps: Map<string, number>;
   /** Whether `queues` was given: without it, queues named by steps are served too. */
   queuesConfigured: boolean;
   leaseTtlMs: number;
@@ -50,6 +53,8 @@ export interface ResolvedOptions {
   connectRetry: { attempts: number; delayMs: number };
   /** 0: the server's own setting. */
   statementTimeoutMs: number;
+  /** As given; checked and compiled with the `@Step` schedules at startup (ScheduleRegistry). */
+  schedules: ScheduleOptions[];
 }
 
 const KNOWN = [
@@ -68,10 +73,12 @@ const KNOWN = [
   'tracing',
   'connectRetry',
   'statementTimeout',
+  'schedules',
   'isGlobal',
 ] as const;
 
 const PARTITION_KEYS = ['monthsAhead', 'dropAfter'] as const;
+const QUEUE_KEYS = ['workers', 'concurrency'] as const;
 
 /** Validates module options at startup so that a typo fails the boot, not a job at 3 a.m. */
 export function resolveOptions(given: CycloneModuleOptions = {}): ResolvedOptions {
@@ -88,6 +95,7 @@ function resolve(given: CycloneModuleOptions): ResolvedOptions {
   const options = checkOptions<CycloneModuleOptions>(given, 'CycloneModule options', KNOWN);
   const retry = checkOptions<ConnectRetryOptions>(options.connectRetry, 'connectRetry option', ['attempts', 'delay']);
   const queues = new Map<string, number>();
+  const queueCaps = new Map<string, number>();
   const queueOptions = options.queues ?? { [DEFAULT_QUEUE]: { workers: DEFAULT_WORKERS } };
   if (typeof queueOptions !== 'object' || queueOptions === null || Array.isArray(queueOptions)) {
     throw new InvalidOptionError(`Option "queues" must be an object such as { default: { workers: 10 } }; got ${describeValue(queueOptions)}.`);
@@ -97,7 +105,15 @@ function resolve(given: CycloneModuleOptions): ResolvedOptions {
     if (typeof queue !== 'object' || queue === null) {
       throw new InvalidOptionError(`Option "queues.${name}" must be an object such as { workers: 10 }.`);
     }
+    checkKnownKeys(`option "queues.${name}"`, queue, QUEUE_KEYS);
     queues.set(name, checkInteger(queue.workers, `queues.${name}.workers`, 0, 10_000));
+    if (queue.concurrency !== undefined) {
+      queueCaps.set(name, checkInteger(queue.concurrency, `queues.${name}.concurrency`, 1, 1_000_000));
+    }
+  }
+  const schedules = options.schedules ?? [];
+  if (!Array.isArray(schedules)) {
+    throw new InvalidOptionError("Option \"schedules\" must be an array such as [{ name: 'nightly', cron: '0 3 * * *', kind: 'report' }].");
   }
   const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL_MS;
   if (!Array.isArray(pollInterval) || pollInterval.length !== 2) {
@@ -132,6 +148,7 @@ function resolve(given: CycloneModuleOptions): ResolvedOptions {
   return {
     connection,
     queues,
+    queueCaps,
     queuesConfigured: options.queues !== undefined,
     leaseTtlMs,
     pollIntervalMs,
@@ -164,6 +181,7 @@ function resolve(given: CycloneModuleOptions): ResolvedOptions {
       delayMs: toMs(retry.delay ?? DEFAULT_CONNECT_DELAY_MS, 'connectRetry.delay'),
     },
     statementTimeoutMs: toMs(options.statementTimeout ?? DEFAULT_STATEMENT_TIMEOUT_MS, 'statementTimeout'),
+    schedules,
   };
 }
 

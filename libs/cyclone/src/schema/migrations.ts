@@ -49,6 +49,7 @@ export class CycloneDashboardIndexes1765008000000 extends sqlMigration(
   'CycloneDashboardIndexes1765008000000',
   '0004-dashboard-indexes',
 ) {}
+export class CycloneFlowControl1765180800000 extends sqlMigration(5, 'CycloneFlowControl1765180800000', '0005-flow-control') {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -60,6 +61,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneStepBackoff1764835200000,
   CycloneObservability1764921600000,
   CycloneDashboardIndexes1765008000000,
+  CycloneFlowControl1765180800000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

@@ -21,7 +21,8 @@ export interface ClaimedStep {
 
 /**
  * The claim: as many steps as the worker has free slots, in one call
- * (sql/functions/claim-steps.sql).
+ * (sql/functions/claim-steps.sql). Steps of kinds with limits (flow_key
+ * set) are not this statement's: CLAIM_FLOW takes them.
  */
 export const CLAIM_STEPS = statement<
   [queue: string, kinds: string[], limit: number, owner: string, leaseTtlMs: number],
@@ -31,5 +32,43 @@ export const CLAIM_STEPS = statement<
   /* sql */ `SELECT id, run_id, node_id, kind, attempt, max_attempts, reclaims, lease_generation, timeout_ms, input, upstream,
          trace_context, wait_ms
   FROM cyclone_claim_steps($1, $2, $3, $4, $5)`,
+  { prepared: true },
+);
+
+/** A row of CLAIM_FLOW: a started step, or (id null, last) the claim's status. */
+export interface FlowClaimRow extends Omit<ClaimedStep, 'id'> {
+  id: string | null;
+  /** The last key served, where the kind's next claim goes on from. */
+  next_cursor: string | null;
+  /** Due work was left because a limit had no room. */
+  held_back: boolean | null;
+}
+
+/**
+ * A claim under flow control: one limited kind, or the kinds without limits
+ * of a queue with a cluster-wide cap (sql/functions/claim-flow.sql).
+ */
+export const CLAIM_FLOW = statement<
+  [
+    queue: string,
+    kinds: string[],
+    limited: boolean,
+    keyed: boolean,
+    limit: number,
+    owner: string,
+    leaseTtlMs: number,
+    queueCap: number | null,
+    kindCap: number | null,
+    keyCap: number | null,
+    rateLimit: number | null,
+    ratePerMs: number | null,
+    rateKeyed: boolean,
+    cursor: string | null,
+  ],
+  FlowClaimRow
+>(
+  'cyclone_claim_flow',
+  /* sql */ `
+SELECT * FROM cyclone_claim_flow($1, $2::text[], $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
   { prepared: true },
 );

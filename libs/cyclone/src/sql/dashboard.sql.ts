@@ -1,4 +1,5 @@
 import { statement } from '../database/statement.js';
+import { AVAILABLE_STEPS } from './available-steps.sql.js';
 import type { RunState } from './names.js';
 
 /*
@@ -60,8 +61,7 @@ waiting AS (
          count(*) FILTER (WHERE scheduled_at > now())::int AS scheduled,
          (extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE scheduled_at <= now())) * 1000)::bigint
            AS oldest_available_ms
-    FROM cyclone_steps
-   WHERE state = 'available'
+    FROM ${AVAILABLE_STEPS} available
    GROUP BY queue
 ),
 running AS (

@@ -28,6 +28,8 @@ export const ENQUEUE_JOB = statement<
     notify: boolean,
     traceContext: string | null,
     backoffMs: number[] | null,
+    flowKey: string | null,
+    rateKey: string | null,
   ],
   { id: string; due: boolean }
 >(
@@ -45,14 +47,35 @@ WITH key AS (
   RETURNING id, queue
 ), step AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
-                             timeout, scheduled_at, backoff_ms)
+                             timeout, scheduled_at, backoff_ms, flow_key, rate_key)
   SELECT id, $2, $2, queue, $7, 'available', $8, $9, $10 * interval '1 millisecond',
-         COALESCE($11::timestamptz, now() + $12 * interval '1 millisecond'), $15::bigint[]
+         COALESCE($11::timestamptz, now() + $12 * interval '1 millisecond'), $15::bigint[], $16, $17
     FROM run
   RETURNING scheduled_at <= now() AS due
 )
 SELECT run.id, step.due, CASE WHEN step.due AND $13 THEN pg_notify('cyclone_wake', run.queue) END AS wake
   FROM run, step`,
+);
+
+/**
+ * An enqueue whose unique key is held, with onConflict 'keep' or 'replace'
+ * or a debounce (sql/functions/unique-conflict.sql): the holder, and what
+ * was done to it; a null holder when the key was freed meanwhile.
+ */
+export const UNIQUE_CONFLICT = statement<
+  [
+    uniqueKey: string,
+    kind: string,
+    replace: boolean,
+    input: string,
+    flowKey: string | null,
+    rateKey: string | null,
+    debounceMs: number | null,
+  ],
+  { holder: string | null; outcome: 'kept' | 'replaced' | 'debounced' | 'started' | null }
+>(
+  'cyclone_unique_conflict',
+  /* sql */ `SELECT holder, outcome FROM cyclone_unique_conflict($1, $2, $3, $4::jsonb, $5, $6, $7)`,
 );
 
 /** The run that holds a unique key, read after an insert that did nothing. */
@@ -85,6 +108,8 @@ export const ENQUEUE_JOBS = statement<
     traceContexts: (string | null)[],
     /** Each job's backoff as an array literal ('{1000,2000}'), or null for the default. */
     backoffMs: (string | null)[],
+    flowKeys: (string | null)[],
+    rateKeys: (string | null)[],
   ],
   { queue: string }
 >(
@@ -92,20 +117,21 @@ export const ENQUEUE_JOBS = statement<
   /* sql */ `
 WITH jobs AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::smallint[],
-                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[], $12::text[],
-                       $13::text[])
+                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[],
+                       $12::text[], $13::text[], $14::text[], $15::text[])
     AS t(id, kind, input, queue, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
-         process_at, process_in_ms, trace_context, backoff_ms)
+         process_at, process_in_ms, trace_context, backoff_ms, flow_key, rate_key)
 ), runs AS (
   INSERT INTO cyclone_runs (id, kind, input, queue, retention, trace_context)
   SELECT id, kind, input::jsonb, queue, retention_ms * interval '1 millisecond', trace_context::jsonb FROM jobs
   RETURNING id
 ), steps AS (
   INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
-                             timeout, scheduled_at, backoff_ms)
+                             timeout, scheduled_at, backoff_ms, flow_key, rate_key)
   SELECT j.id, j.kind, j.kind, j.queue, j.priority, 'available', j.max_attempts, j.max_reclaims,
          j.timeout_ms * interval '1 millisecond',
-         COALESCE(j.process_at, now() + j.process_in_ms * interval '1 millisecond'), j.backoff_ms::bigint[]
+         COALESCE(j.process_at, now() + j.process_in_ms * interval '1 millisecond'), j.backoff_ms::bigint[],
+         j.flow_key, j.rate_key
     FROM jobs j JOIN runs USING (id)
   RETURNING queue, scheduled_at <= now() AS due
 )

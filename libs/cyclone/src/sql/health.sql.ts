@@ -1,4 +1,5 @@
 import { statement } from '../database/statement.js';
+import { AVAILABLE_STEPS } from './available-steps.sql.js';
 
 /**
  * Running steps whose lease expired longer ago than the given time: a live
@@ -24,7 +25,8 @@ export interface QueueStateRow {
 
 /**
  * Per queue: due available steps, running steps, how long the oldest due step
- * has waited, and whether the queue is paused (pauseQueue).
+ * has waited, and whether the queue is paused (pauseQueue). Read through the
+ * partial indexes of available and running steps, never the history.
  */
 export const QUEUE_STATE = statement<[], QueueStateRow>(
   'cyclone_queue_state',
@@ -35,8 +37,11 @@ SELECT q.*, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = q.queu
                count(*) FILTER (WHERE state = 'running')::int AS running,
                COALESCE((extract(epoch FROM now() - min(scheduled_at) FILTER (WHERE state = 'available')) * 1000)::bigint, 0)
                  AS oldest_available_ms
-          FROM cyclone_steps
-         WHERE (state = 'available' AND scheduled_at <= now()) OR state = 'running'
+          FROM (SELECT queue, 'available' AS state, scheduled_at FROM ${AVAILABLE_STEPS} available
+                 WHERE scheduled_at <= now()
+                UNION ALL
+                SELECT queue, 'running', scheduled_at FROM cyclone_steps
+                 WHERE lease_expiry IS NOT NULL AND state = 'running') live
          GROUP BY queue) q
  ORDER BY queue`,
 );

@@ -1,4 +1,5 @@
 import { statement } from '../database/statement.js';
+import { AVAILABLE_STEPS } from './available-steps.sql.js';
 
 export interface QueueSampleRow {
   queue: string;
@@ -13,14 +14,14 @@ export interface QueueSampleRow {
  * Per queue, across the cluster: available steps due now and due later,
  * running steps, how long the oldest due step has waited, and whether the
  * queue is paused (a paused queue with no steps is listed too). Each half of
- * the union reads one partial index (claim, lease), so a sample costs the
- * size of the backlog, never of the history.
+ * the union reads partial indexes (AVAILABLE_STEPS, lease), so a sample
+ * costs the size of the backlog, never of the history.
  */
 export const QUEUE_SAMPLE = statement<[], QueueSampleRow>(
   'cyclone_queue_sample',
   /* sql */ `
 WITH live AS (
-  SELECT queue, state, scheduled_at FROM cyclone_steps WHERE state = 'available'
+  SELECT queue, 'available' AS state, scheduled_at FROM ${AVAILABLE_STEPS} available
   UNION ALL
   SELECT queue, state, scheduled_at FROM cyclone_steps WHERE lease_expiry IS NOT NULL AND state = 'running'
 ), counts AS (

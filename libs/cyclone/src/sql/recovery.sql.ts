@@ -36,6 +36,8 @@ export const RECOVERED_ERROR = statement<[runId: string, id: string], { error: s
  * Wakes the workers of queues whose due steps have waited longer than the
  * given time: a NOTIFY may have been lost, or the job's delay ran out with
  * nobody to tell. Bounded so a long backlog costs a fixed amount per pass.
+ * Steps of limited kinds are left out: a limit may hold them back for as
+ * long as it likes, and the poll tick claims them when there is room.
  */
 export const REWAKE_STALE_QUEUES = statement<[olderThanMs: number]>(
   'cyclone_rewake_stale_queues',
@@ -43,7 +45,7 @@ export const REWAKE_STALE_QUEUES = statement<[olderThanMs: number]>(
 SELECT queue, pg_notify('cyclone_wake', queue) AS wake
   FROM (SELECT DISTINCT queue
           FROM (SELECT queue FROM cyclone_steps
-                 WHERE state = 'available' AND scheduled_at <= now() - $1 * interval '1 millisecond'
+                 WHERE state = 'available' AND flow_key IS NULL AND scheduled_at <= now() - $1 * interval '1 millisecond'
                  LIMIT 1000) due) queues`,
 );
 

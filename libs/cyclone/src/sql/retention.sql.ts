@@ -21,3 +21,12 @@ WITH runs AS (
 )
 SELECT count(*)::int AS runs FROM runs`,
 );
+
+/** Rate-limit buckets that can no longer overlap a window (sql/functions/flow-locks.sql). */
+export const DELETE_EXPIRED_RATE_BUCKETS = statement<[limit: number]>(
+  'cyclone_delete_expired_rate_buckets',
+  /* sql */ `
+DELETE FROM cyclone_rate_buckets
+ WHERE (scope, bucket) IN (SELECT scope, bucket FROM cyclone_rate_buckets WHERE expires_at < now()
+                            ORDER BY expires_at LIMIT $1)`,
+);

@@ -1,7 +1,7 @@
 import { optionalMs, optionalPositiveMs } from '../common/duration.js';
 import { checkInteger, checkName, checkOptions } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
-import { messages } from '../cyclone.messages.js';
+import { describeValue, messages } from '../cyclone.messages.js';
 import {
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_QUEUE,
@@ -9,7 +9,12 @@ import {
   MAX_PRIORITY,
   MIN_PRIORITY,
 } from '../cyclone.constants.js';
-import { ENQUEUE_OPTION_NAMES, type EnqueueOptions } from '../interfaces/enqueue-options.interface.js';
+import {
+  ENQUEUE_OPTION_NAMES,
+  type EnqueueOptions,
+  type OnConflict,
+  type UniqueOptions,
+} from '../interfaces/enqueue-options.interface.js';
 import type { RegisteredStep } from './registered-step.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import type { StatementParams } from '../database/statement.js';
@@ -20,6 +25,10 @@ export interface JobParams {
   kind: string;
   queue: string;
   uniqueKey: string | null;
+  /** What to do when the key is held. */
+  onConflict: OnConflict;
+  /** Push the holder back by this much on each enqueue with its key. */
+  debounceMs: number | null;
   retentionMs: number;
   priority: number;
   maxAttempts: number;
@@ -52,6 +61,7 @@ export function jobParams(
   if (opts.processAt !== undefined && Date.prototype.getTime.call(opts.processAt) < EARLIEST_TIMESTAMP_MS) {
     throw new InvalidOptionError(messages.dateOutOfRange('processAt', opts.processAt));
   }
+  const unique = uniqueOptions(opts.unique);
   const maxReclaims =
     opts.maxReclaims !== undefined
       ? checkInteger(opts.maxReclaims, 'maxReclaims', 0, 1_000_000)
@@ -59,7 +69,9 @@ export function jobParams(
   return {
     kind: step.kind,
     queue: opts.queue !== undefined ? checkName(opts.queue, 'queue') : (step.queue ?? DEFAULT_QUEUE),
-    uniqueKey: opts.unique !== undefined ? checkName(opts.unique, 'unique') : null,
+    uniqueKey: unique.key,
+    onConflict: unique.onConflict,
+    debounceMs: unique.debounceMs,
     retentionMs: optionalMs(opts.retention, 'retention') ?? step.retentionMs ?? module.retentionMs,
     priority:
       opts.priority !== undefined
@@ -73,7 +85,8 @@ export function jobParams(
     timeoutMs: optionalPositiveMs(opts.timeout, 'timeout') ?? step.timeoutMs ?? null,
     // A copy: a Date is mutable, and the caller's may change before the statement is sent.
     processAt: opts.processAt === undefined ? null : new Date(Date.prototype.getTime.call(opts.processAt)),
-    processInMs: optionalMs(opts.processIn, 'processIn') ?? 0,
+    // A debounced run starts a debounce after its first enqueue, unless told otherwise.
+    processInMs: optionalMs(opts.processIn, 'processIn') ?? (opts.processAt === undefined ? (unique.debounceMs ?? 0) : 0),
   };
 }
 
@@ -84,6 +97,40 @@ function isValidDate(value: unknown): value is Date {
   } catch {
     return false;
   }
+}
+
+const UNIQUE_KEYS = ['key', 'onConflict', 'debounce'] as const;
+
+/** The `unique` option, a key or `{ key, onConflict, debounce }`, checked. */
+export function uniqueOptions(unique: string | UniqueOptions | undefined): {
+  key: string | null;
+  onConflict: OnConflict;
+  debounceMs: number | null;
+} {
+  if (unique === undefined) return { key: null, onConflict: 'error', debounceMs: null };
+  if (typeof unique === 'string') return { key: checkName(unique, 'unique'), onConflict: 'error', debounceMs: null };
+  if (typeof unique !== 'object' || unique === null) {
+    throw new InvalidOptionError(
+      `Option "unique" must be a string key or { key, onConflict, debounce }; got ${describeValue(unique)}.`,
+    );
+  }
+  // An options object, read once (see checkOptions).
+  const options = checkOptions<UniqueOptions>(unique, '"unique" option', UNIQUE_KEYS);
+  const key = checkName(options.key, 'unique.key');
+  const debounceMs = optionalPositiveMs(options.debounce, 'unique.debounce') ?? null;
+  const onConflict = options.onConflict ?? (debounceMs !== null ? 'keep' : 'error');
+  if (onConflict !== 'error' && onConflict !== 'keep' && onConflict !== 'replace') {
+    throw new InvalidOptionError(
+      `Option "unique.onConflict" must be 'error', 'keep' or 'replace'; got ${describeValue(onConflict)}.`,
+    );
+  }
+  if (debounceMs !== null && onConflict === 'error') {
+    throw new InvalidOptionError(
+      'Option "unique.debounce" pushes the holder back and returns its run id, so it cannot go with onConflict \'error\'; ' +
+        "use 'keep' (the default with debounce) or 'replace'.",
+    );
+  }
+  return { key, onConflict, debounceMs };
 }
 
 /** Parameters of ENQUEUE_JOB for one job. */
@@ -105,6 +152,8 @@ export function enqueueJobValues(job: NewJob, notify: boolean): StatementParams<
     notify,
     job.traceContext,
     job.backoffMs,
+    job.keys[0],
+    job.keys[1],
   ];
 }
 
@@ -117,6 +166,8 @@ export interface NewJob {
   traceContext: string | null;
   /** The step's own delay after each attempt, or null for the default backoff. */
   backoffMs: number[] | null;
+  /** Its kind's limits' keys for its input (flowKeys). */
+  keys: [string | null, string | null];
 }
 
 /** Parameters of ENQUEUE_JOBS: one array per column. */
@@ -135,5 +186,7 @@ export function enqueueJobsValues(jobs: NewJob[]): StatementParams<typeof ENQUEU
     jobs.map((j) => j.params.processInMs),
     jobs.map((j) => j.traceContext),
     jobs.map((j) => (j.backoffMs === null ? null : `{${j.backoffMs.join(',')}}`)),
+    jobs.map((j) => j.keys[0]),
+    jobs.map((j) => j.keys[1]),
   ];
 }

@@ -5,8 +5,20 @@ import { MAX_ATTEMPTS_LIMIT, MAX_PRIORITY, MIN_PRIORITY } from '../cyclone.const
 import type { StepOptions } from '../interfaces/step-options.interface.js';
 import type { RegisteredStep } from './registered-step.js';
 import { describeValue } from '../cyclone.messages.js';
+import { resolveFlowLimits } from './flow-limits.js';
 
-const KNOWN = ['queue', 'priority', 'timeout', 'maxAttempts', 'backoff', 'retention', 'maxReclaims'] as const;
+const KNOWN = [
+  'queue',
+  'priority',
+  'timeout',
+  'maxAttempts',
+  'backoff',
+  'retention',
+  'maxReclaims',
+  'concurrency',
+  'rateLimit',
+  'schedule',
+] as const;
 
 type StepDefaults = Omit<RegisteredStep, 'kind' | 'host' | 'handler'>;
 
@@ -32,6 +44,8 @@ export function resolveStepOptions(kind: string, given: StepOptions | undefined)
       retentionMs: optionalMs(options.retention, 'retention'),
       maxReclaims:
         options.maxReclaims === undefined ? undefined : checkInteger(options.maxReclaims, 'maxReclaims', 0, 1_000_000),
+      flow: resolveFlowLimits(options),
+      schedule: options.schedule,
     };
   } catch (err) {
     if (err instanceof InvalidOptionError) throw new InvalidOptionError(`${where}: ${err.message}`);

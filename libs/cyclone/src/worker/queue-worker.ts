@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
-import { CLAIM_STEPS } from '../sql/claim.sql.js';
 import type { StepRegistry } from '../steps/step-registry.js';
+import { FlowSource, PlainSource, type ClaimSource } from './claim-source.js';
+import type { ClaimedStep } from '../sql/claim.sql.js';
 import { StepExecution, type ExecutionDeps } from './step-execution.js';
 
 /**
@@ -10,6 +11,13 @@ import { StepExecution, type ExecutionDeps } from './step-execution.js';
  * free again when its handler returns: recording the outcome (batched with
  * others) overlaps the next claim. The step stays in `running` until its
  * outcome is recorded, so shutdown waits for the write.
+ *
+ * A queue claims from one source, or several when some of its kinds have
+ * limits or the queue has a cap (see ClaimSource); each claim starts from
+ * the next source in turn, so none has the free slots first every time. When
+ * a limit held due work back, the worker claims again as soon as one of its
+ * own steps has finished (its outcome recorded, so its room is free);
+ * another client's finished steps are seen at the next poll tick.
  */
 export class QueueWorker {
   private readonly logger = new Logger('Cyclone');
@@ -20,15 +28,28 @@ export class QueueWorker {
   private wakeAgain = false;
   /** The last claim filled every free slot: there may be more waiting. */
   private backlog = false;
+  /** The last claim left due work because a limit had no room. */
+  private heldBack = false;
   private stopped = false;
   private wakeScheduled = false;
+  private readonly sources: ClaimSource[] = [];
+  private nextSource = 0;
 
   constructor(
     readonly queue: string,
     readonly slots: number,
     private readonly registry: StepRegistry,
     private readonly deps: ExecutionDeps,
-  ) {}
+    queueCap: number | null = null,
+  ) {
+    const ctx = { database: deps.database, queue, owner: deps.owner, leaseTtlMs: deps.leaseTtlMs, queueCap };
+    const steps = registry.all();
+    const unlimited = steps.filter((s) => !s.flow).map((s) => s.kind);
+    if (unlimited.length > 0 || steps.length === 0) {
+      this.sources.push(queueCap === null ? new PlainSource(ctx, unlimited) : new FlowSource(ctx, unlimited, undefined));
+    }
+    for (const step of steps) if (step.flow) this.sources.push(new FlowSource(ctx, [step.kind], step.flow));
+  }
 
   wake(): void {
     if (this.stopped || this.slots === 0) return;
@@ -66,10 +87,24 @@ export class QueueWorker {
     try {
       do {
         this.wakeAgain = false;
-        const free = this.slots - this.busy;
-        if (free <= 0) break;
-        const claimed = await this.claim(free);
-        this.backlog = claimed === free;
+        if (this.slots - this.busy <= 0) break;
+        let filled = false;
+        let heldBack = false;
+        const first = this.nextSource;
+        this.nextSource = (first + 1) % this.sources.length;
+        for (let i = 0; i < this.sources.length && !this.stopped; i++) {
+          const free = this.slots - this.busy;
+          if (free <= 0) {
+            filled = true;
+            break;
+          }
+          const claim = await this.sources[(first + i) % this.sources.length].claim(free);
+          this.start(claim.rows);
+          filled ||= claim.rows.length === free;
+          heldBack ||= claim.heldBack;
+        }
+        this.backlog = filled;
+        this.heldBack = heldBack;
       } while ((this.wakeAgain || this.backlog) && !this.stopped);
     } catch (err) {
       // Usually the database is unreachable. Claiming pauses until the next
@@ -80,14 +115,7 @@ export class QueueWorker {
     }
   }
 
-  private async claim(limit: number): Promise<number> {
-    const { rows } = await this.deps.database.query(CLAIM_STEPS, [
-      this.queue,
-      this.registry.kinds(),
-      limit,
-      this.deps.owner,
-      this.deps.leaseTtlMs,
-    ]);
+  private start(rows: ClaimedStep[]): void {
     for (const row of rows) {
       const execution = new StepExecution(row, this.registry.get(row.kind), this.deps);
       this.running.set(row.id, execution);
@@ -96,8 +124,11 @@ export class QueueWorker {
         this.busy -= 1;
         if (this.backlog) this.wakeSoon();
       });
-      void execution.start().finally(() => this.running.delete(row.id));
+      void execution.start().finally(() => {
+        this.running.delete(row.id);
+        // Its outcome is recorded: the room it held under a limit is free.
+        if (this.heldBack) this.wakeSoon();
+      });
     }
-    return rows.length;
   }
 }

@@ -64,7 +64,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
           stats: this.stats,
           completions: this.completions,
           tracer: this.tracer,
-        }),
+        }, this.options.queueCaps.get(queue) ?? null),
       );
     }
     this.unsubscribe.push(

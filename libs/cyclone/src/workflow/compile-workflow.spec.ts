@@ -21,6 +21,8 @@ function step(kind: string, defaults: Partial<Omit<RegisteredStep, 'kind' | 'hos
     backoff: undefined,
     retentionMs: undefined,
     maxReclaims: undefined,
+    flow: undefined,
+    schedule: undefined,
     ...defaults,
   };
 }

@@ -1,0 +1,81 @@
+import type { CycloneDatabase } from '../database/cyclone-database.js';
+import { CLAIM_FLOW, CLAIM_STEPS, type ClaimedStep } from '../sql/claim.sql.js';
+import { isKeyed, type FlowLimits } from '../steps/flow-limits.js';
+
+/** What one claim of a source gave: the started steps, and whether a limit held due work back. */
+export interface SourceClaim {
+  rows: ClaimedStep[];
+  heldBack: boolean;
+}
+
+/**
+ * Where a queue's workers claim from. A queue without a cap claims its kinds
+ * without limits with the plain claim statement, as if flow control did not
+ * exist; each limited kind, and the unlimited kinds of a capped queue, claim
+ * through cyclone_claim_flow (sql/functions/claim-flow.sql), which enforces
+ * the limits cluster-wide.
+ */
+export interface ClaimSource {
+  claim(limit: number): Promise<SourceClaim>;
+}
+
+export interface ClaimContext {
+  database: CycloneDatabase;
+  queue: string;
+  owner: string;
+  leaseTtlMs: number;
+  /** The queue's cluster-wide cap, if it has one. */
+  queueCap: number | null;
+}
+
+/** The kinds without limits of a queue without a cap: the plain claim. */
+export class PlainSource implements ClaimSource {
+  constructor(
+    private readonly ctx: ClaimContext,
+    private readonly kinds: string[],
+  ) {}
+
+  async claim(limit: number): Promise<SourceClaim> {
+    const { database, queue, owner, leaseTtlMs } = this.ctx;
+    const { rows } = await database.query(CLAIM_STEPS, [queue, this.kinds, limit, owner, leaseTtlMs]);
+    return { rows, heldBack: false };
+  }
+}
+
+/**
+ * One limited kind, or (limits undefined) the kinds without limits of a
+ * capped queue. Keeps the kind's round-robin cursor: the last key it served.
+ */
+export class FlowSource implements ClaimSource {
+  private cursor: string | null = null;
+
+  constructor(
+    private readonly ctx: ClaimContext,
+    private readonly kinds: string[],
+    private readonly limits: FlowLimits | undefined,
+  ) {}
+
+  async claim(limit: number): Promise<SourceClaim> {
+    const { database, queue, owner, leaseTtlMs, queueCap } = this.ctx;
+    const l = this.limits;
+    const { rows } = await database.query(CLAIM_FLOW, [
+      queue,
+      this.kinds,
+      l !== undefined,
+      l !== undefined && isKeyed(l),
+      limit,
+      owner,
+      leaseTtlMs,
+      queueCap,
+      l?.kindCap ?? null,
+      l?.keyCap ?? null,
+      l?.rateLimit ?? null,
+      l?.ratePerMs ?? null,
+      l?.rateKey !== undefined,
+      this.cursor,
+    ]);
+    const status = rows[rows.length - 1];
+    this.cursor = status.next_cursor;
+    return { rows: rows.slice(0, -1) as ClaimedStep[], heldBack: status.held_back === true };
+  }
+}
