@@ -8,7 +8,8 @@ import { crashProducer, crashSeed, crashWorker, type CrashParams } from './crash
 import { runDashboard, type DashboardParams } from './dashboard.js';
 import type { SoakParams } from './soak.js';
 import { seedHistory } from './history.js';
-import { loadRunner, type SystemName } from './runners/types.js';
+import { loadRunner } from './runners/load-runner.js';
+import type { SystemName } from './runners/types.js';
 import { WORKLOADS, type ChildContext, type WorkloadName, type WorkloadParams } from './workloads.js';
 
 interface Task {

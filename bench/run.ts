@@ -26,7 +26,8 @@ import { updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
 import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS } from './lib/server.js';
-import { loadRunner, OBSERVED, SYSTEMS, type SystemName } from './runners/types.js';
+import { loadRunner } from './runners/load-runner.js';
+import { OBSERVED, SYSTEMS, type SystemName } from './runners/types.js';
 import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
