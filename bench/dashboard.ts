@@ -237,7 +237,8 @@ async function seedRuns(url: string, rows: number): Promise<Record<string, numbe
     const vacuumMs = performance.now() - t1;
     const { rows: size } = await client.query(
       `SELECT (SELECT count(*) FROM cyclone_runs)::bigint AS runs, (SELECT count(*) FROM cyclone_steps)::bigint AS steps,
-              pg_total_relation_size('cyclone_runs')::bigint AS runs_bytes, pg_total_relation_size('cyclone_steps')::bigint AS steps_bytes`,
+              (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('cyclone_runs'))::bigint AS runs_bytes,
+              (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('cyclone_steps'))::bigint AS steps_bytes`,
     );
     return {
       runs: Number(size[0].runs),

@@ -367,10 +367,16 @@ export async function runSoak(o: SoakOrchestration): Promise<SoakResult> {
 
 async function tableSample(pool: pg.Pool, atMs: number): Promise<Omit<TableSample, 'handled'>> {
   const { rows } = await pool.query(`/* bench */
-    SELECT pg_table_size('cyclone_runs') AS runs, pg_table_size('cyclone_steps') AS steps,
-           pg_indexes_size('cyclone_runs') + pg_indexes_size('cyclone_steps') AS indexes,
-           (SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'cyclone_runs') AS live,
-           (SELECT sum(n_dead_tup) FROM pg_stat_user_tables WHERE relname IN ('cyclone_runs', 'cyclone_steps')) AS dead,
+    WITH parts AS (
+      SELECT 'runs' AS t, relid FROM pg_partition_tree('cyclone_runs')
+      UNION ALL SELECT 'steps', relid FROM pg_partition_tree('cyclone_steps')
+    )
+    -- The tables are partitioned: the parents hold nothing, their months hold it all.
+    SELECT (SELECT sum(pg_table_size(relid)) FROM parts WHERE t = 'runs') AS runs,
+           (SELECT sum(pg_table_size(relid)) FROM parts WHERE t = 'steps') AS steps,
+           (SELECT sum(pg_indexes_size(relid)) FROM parts) AS indexes,
+           (SELECT sum(n_live_tup) FROM pg_stat_user_tables u JOIN parts USING (relid) WHERE t = 'runs') AS live,
+           (SELECT sum(n_dead_tup) FROM pg_stat_user_tables u JOIN parts USING (relid)) AS dead,
            (SELECT count(*) FROM cyclone_steps WHERE state = 'available' AND scheduled_at <= now()) AS backlog`);
   const r = rows[0];
   const mb = (x: unknown) => Number(x) / 2 ** 20;
