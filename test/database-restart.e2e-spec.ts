@@ -123,6 +123,8 @@ describe('the database restarting mid-run', () => {
     const enqueueStarted = Date.now();
     await expect(e.client.enqueue(CRASH_KIND, { i: -1 })).rejects.toThrow();
     expect(Date.now() - enqueueStarted).toBeLessThan(5_000);
+    // A busy handler heartbeats every TTL/3, so one heartbeat fails within a lease of the outage.
+    await waitFor('a heartbeat to fail in the outage', () => (stats.heartbeatFailures > before.heartbeatFailures ? true : undefined), LEASE_TTL_MS * 2);
     await sleep(DOWN_MS - (Date.now() - stoppedAt));
     const down = { ...stats };
     expect(listener.isConnected).toBe(false);

@@ -26,7 +26,8 @@ import { sleep, waitFor } from './support/wait.js';
  * what it adds fail, and only those; once it has, none fails.
  */
 
-const LEASE_TTL_MS = 1_000;
+/** Four times the migrator's lock wait: a heartbeat queued behind one attempt keeps its lease on a busy machine. */
+const LEASE_TTL_MS = 2_000;
 /** Longer than the lease: a worker stalled this long would lose its leases. */
 const BLOCKER_MS = 3_000;
 
