@@ -123,8 +123,16 @@ describe('CycloneMetricsModule counters and histograms', () => {
     const outcomesOf = (s: Scrape): Record<string, number> =>
       Object.fromEntries(s.series('cyclone_steps_finished_total').map(({ labels, value }) => [`${labels.kind}:${labels.outcome}`, value]));
     const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
-    // A counter moves just after its outcome commits, which may be after the run is seen finished.
-    const s = await scrapeUntil(registry, 'every outcome to be counted', (s) => total(outcomesOf(s)) >= total(expected));
+    // A counter moves just after its outcome commits, which may be after the run is seen finished;
+    // an attempt's run time is observed when its handler returns, which for the step the sweep timed
+    // out comes after its outcome.
+    const s = await scrapeUntil(
+      registry,
+      'every outcome and every run time to be counted',
+      (s) =>
+        total(outcomesOf(s)) >= total(expected) &&
+        s.value('cyclone_step_duration_seconds_count', { queue: 'default', kind: 'slowpoke' }) !== undefined,
+    );
     expect(s.value('cyclone_jobs_enqueued_total', { queue: 'default', kind: 'ok' })).toBe(6);
     expect(s.value('cyclone_jobs_enqueued_total', { queue: 'bulk', kind: 'flaky' })).toBe(2);
     expect(s.value('cyclone_jobs_enqueued_total', { queue: 'default', kind: 'doomed' })).toBe(1);
