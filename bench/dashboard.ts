@@ -15,6 +15,7 @@ import { CycloneModule } from 'cyclone-nestjs';
 import { CycloneDashboardModule } from 'cyclone-nestjs/dashboard';
 import { percentile } from './lib/stats.js';
 import type { ChildContext } from './workloads.js';
+import { totalBytesSql } from './lib/table-size.js';
 
 export interface DashboardParams {
   rows: number;
@@ -237,8 +238,7 @@ async function seedRuns(url: string, rows: number): Promise<Record<string, numbe
     const vacuumMs = performance.now() - t1;
     const { rows: size } = await client.query(
       `SELECT (SELECT count(*) FROM cyclone_runs)::bigint AS runs, (SELECT count(*) FROM cyclone_steps)::bigint AS steps,
-              (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('cyclone_runs'))::bigint AS runs_bytes,
-              (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('cyclone_steps'))::bigint AS steps_bytes`,
+              ${totalBytesSql('cyclone_runs')} AS runs_bytes, ${totalBytesSql('cyclone_steps')} AS steps_bytes`,
     );
     return {
       runs: Number(size[0].runs),

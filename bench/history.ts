@@ -9,6 +9,7 @@
 import pg from 'pg';
 import { runner } from './runners/cyclone.js';
 import type { ChildContext } from './workloads.js';
+import { totalBytesSql } from './lib/table-size.js';
 
 const CHUNK = 250_000;
 
@@ -85,8 +86,7 @@ export async function seedHistory(
     await client.query('CHECKPOINT');
     const vacuumMs = performance.now() - t1;
     const { rows: size } = await client.query(
-      `SELECT (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'cyclone_runs'::regclass)::bigint AS runs,
-              (SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'cyclone_steps'::regclass)::bigint AS steps,
+      `SELECT ${totalBytesSql('cyclone_runs')} AS runs, ${totalBytesSql('cyclone_steps')} AS steps,
               (SELECT count(*) FROM pg_inherits WHERE inhparent = 'cyclone_runs'::regclass)::int AS partitions,
               (SELECT count(DISTINCT tableoid) FROM cyclone_runs WHERE state = 'completed')::int AS months`,
     );
