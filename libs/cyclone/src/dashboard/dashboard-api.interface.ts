@@ -1,4 +1,4 @@
-import type { RunState, StepInfo } from '../interfaces/run-info.interface.js';
+import type { RunInfo, RunState, StepInfo } from '../interfaces/run-info.interface.js';
 import type { ScheduleInfo } from '../interfaces/schedule-info.interface.js';
 
 /*
@@ -59,20 +59,8 @@ export interface DashboardRuns {
 }
 
 export interface DashboardRun {
-  run: {
-    id: string;
-    name: string;
-    type: 'job' | 'workflow';
-    kind: string | null;
-    workflow: string | null;
-    state: RunState;
-    queue: string;
-    input: unknown;
-    uniqueKey: string | null;
-    createdAt: Date;
-    updatedAt: Date;
-    finishedAt: Date | null;
-  };
+  /** getRun's answer, with the name and type the runs list shows. */
+  run: RunInfo & { name: string; type: 'job' | 'workflow' };
   /** Its nodes, as listSteps gives them (with each one's progress). */
   steps: StepInfo[];
 }
