@@ -14,17 +14,12 @@
  */
 import 'reflect-metadata';
 import { Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { CycloneModule, CycloneStats } from 'cyclone-nestjs';
+import { CycloneModule } from 'cyclone-nestjs';
 import { BackoffSteps, HangFlow } from './backoff-steps.js';
 import { CrashSteps } from './crash-steps.js';
+import { setting, startWorkerProcess, workerDatabaseUrl } from './worker-process.js';
 
-const url = process.env.CRASH_DATABASE_URL;
-if (!url) {
-  process.stderr.write('crash-worker: CRASH_DATABASE_URL is not set\n');
-  process.exit(2);
-}
-const setting = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+const url = workerDatabaseUrl('crash-worker');
 
 @Module({
   imports: [
@@ -43,13 +38,4 @@ const setting = (name: string, fallback: number) => Number(process.env[name] ?? 
 })
 class CrashWorkerModule {}
 
-async function main(): Promise<void> {
-  process.on('disconnect', () => process.exit(0));
-  const app = await NestFactory.createApplicationContext(CrashWorkerModule, { logger: ['error', 'warn'] });
-  process.send?.({ type: 'ready', pid: process.pid, owner: app.get(CycloneStats).clientId });
-}
-
-main().catch((err: unknown) => {
-  process.stderr.write(`crash-worker ${process.pid} failed to start: ${(err as Error)?.stack ?? String(err)}\n`);
-  process.exit(1);
-});
+startWorkerProcess(CrashWorkerModule, 'crash-worker');

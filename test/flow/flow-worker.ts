@@ -9,15 +9,10 @@
  */
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { CycloneModule, CycloneStats, Step, type StepContext } from 'cyclone-nestjs';
+import { CycloneModule, Step, type StepContext } from 'cyclone-nestjs';
+import { setting, startWorkerProcess, workerDatabaseUrl } from '../crash/worker-process.js';
 
-const url = process.env.CRASH_DATABASE_URL;
-if (!url) {
-  process.stderr.write('flow-worker: CRASH_DATABASE_URL is not set\n');
-  process.exit(2);
-}
-const setting = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+const url = workerDatabaseUrl('flow-worker');
 
 export const HELD_SLOT_KIND = 'held_slot';
 export const SCHEDULED_KIND = 'scheduled_tick';
@@ -51,13 +46,4 @@ class FlowWorkerSteps {
 })
 class FlowWorkerModule {}
 
-async function main(): Promise<void> {
-  process.on('disconnect', () => process.exit(0));
-  const app = await NestFactory.createApplicationContext(FlowWorkerModule, { logger: ['error', 'warn'] });
-  process.send?.({ type: 'ready', pid: process.pid, owner: app.get(CycloneStats).clientId });
-}
-
-main().catch((err: unknown) => {
-  process.stderr.write(`flow-worker ${process.pid} failed to start: ${(err as Error)?.stack ?? String(err)}\n`);
-  process.exit(1);
-});
+startWorkerProcess(FlowWorkerModule, 'flow-worker');

@@ -1,0 +1,33 @@
+/**
+ * What the worker processes WorkerFleet spawns share: settings from the
+ * environment, and the start: the app comes up, reports
+ * { type: 'ready', pid, owner }, and the process exits when the test's IPC
+ * channel closes.
+ */
+import { NestFactory } from '@nestjs/core';
+import { CycloneStats } from 'cyclone-nestjs';
+
+/** CRASH_DATABASE_URL, or the process exits naming it. */
+export function workerDatabaseUrl(script: string): string {
+  const url = process.env.CRASH_DATABASE_URL;
+  if (!url) {
+    process.stderr.write(`${script}: CRASH_DATABASE_URL is not set\n`);
+    process.exit(2);
+  }
+  return url;
+}
+
+/** A number from the environment, or the fallback. */
+export const setting = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
+
+export function startWorkerProcess(module: object, script: string): void {
+  const main = async (): Promise<void> => {
+    process.on('disconnect', () => process.exit(0));
+    const app = await NestFactory.createApplicationContext(module, { logger: ['error', 'warn'] });
+    process.send?.({ type: 'ready', pid: process.pid, owner: app.get(CycloneStats).clientId });
+  };
+  main().catch((err: unknown) => {
+    process.stderr.write(`${script} ${process.pid} failed to start: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exit(1);
+  });
+}
