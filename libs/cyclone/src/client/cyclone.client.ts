@@ -302,7 +302,7 @@ export class CycloneClient {
       const step = node.kind === null ? undefined : this.registry.find(node.kind);
       if (!step) return node;
       const backoff = backoffSchedule(step, node.max_attempts, this.logger);
-      const [flow_key, rate_key] = step.flow ? flowKeys(step.kind, step.flow, input) : [null, null];
+      const [flow_key, rate_key] = flowKeys(step.kind, step.flow, input);
       return { ...node, ...(backoff === null ? {} : { backoff_ms: backoff }), ...(step.flow ? { flow_key, rate_key } : {}) };
     });
     const runId = uuid7();
@@ -329,12 +329,8 @@ export class CycloneClient {
       this.stats.events.workflowStarted({ queue: compiled.queue, workflow: compiled.name });
       return started;
     }
-    const query = this.pooled(wrote);
-    if (unique.onConflict === 'keep') {
-      const holder = await query(FIND_UNIQUE_HOLDER, [uniqueKey!]);
-      return holder.length > 0 ? holder[0].id : this.start(workflow, input, opts);
-    }
-    return this.heldBy(uniqueKey!, query, () => this.start(workflow, input, opts));
+    const keep = unique.onConflict === 'keep' ? (holder: string) => holder : undefined;
+    return this.heldBy(uniqueKey!, this.pooled(wrote), () => this.start(workflow, input, opts), keep);
   }
 
   /**
@@ -514,14 +510,15 @@ export class CycloneClient {
   }
 
   /**
-   * After an insert that did nothing because its unique key is held: throws
-   * DuplicateError naming the holder, read in a new statement (the insert's
-   * snapshot may predate the holder's commit), or, when the holder finished
-   * between the two statements and freed the key, inserts again.
+   * After an insert that did nothing because its unique key is held: the
+   * holder, read in a new statement (the insert's snapshot may predate the
+   * holder's commit), is thrown as DuplicateError, or handed to `keep`; when
+   * the holder finished between the two statements and freed the key, inserts again.
    */
-  private async heldBy<T>(uniqueKey: string, query: Query, insertAgain: () => Promise<T>): Promise<T> {
+  private async heldBy<T>(uniqueKey: string, query: Query, insertAgain: () => Promise<T>, keep?: (holder: string) => T): Promise<T> {
     const holder = await query(FIND_UNIQUE_HOLDER, [uniqueKey]);
     if (holder.length === 0) return insertAgain();
+    if (keep) return keep(holder[0].id);
     throw new DuplicateError(holder[0].id, uniqueKey);
   }
 
