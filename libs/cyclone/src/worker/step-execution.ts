@@ -242,9 +242,10 @@ export class StepExecution {
   private async fail(message: string, kind: 'error' | 'permanent' | 'timeout', thrown: unknown): Promise<Recorded> {
     const backoff = retryDelay(this.step, this.row.attempt, this.logger);
     const write = (text: string) => this.deps.database.query(FAIL_STEP, [...this.lease(), text, kind, backoff]);
+    const text = storableText(message);
     let rows: { state: string | null }[];
     try {
-      ({ rows } = await write(storableText(message)));
+      ({ rows } = await write(text));
     } catch (err) {
       if (!isRejectedData(err)) throw err;
       ({ rows } = await write(storableText(messages.unstorableError(errorMessage(err)))));
@@ -252,7 +253,7 @@ export class StepExecution {
     const state = rows[0].state;
     if (state === null) return this.dropped('failure');
     this.logger.warn(
-      `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${storableText(message)}; ` +
+      `Step ${this.row.node_id} (run ${this.row.run_id}) attempt ${this.row.attempt} failed (${kind}): ${text}; ` +
         (state === 'discarded'
           ? 'discarded'
           : // A backoff of its own was stored with the step (it may draw a different delay each call).
