@@ -17,18 +17,12 @@ import { Module } from '@nestjs/common';
 import { CycloneModule } from 'cyclone-nestjs';
 import { BackoffSteps, HangFlow } from './backoff-steps.js';
 import { CrashSteps } from './crash-steps.js';
-import { setting, startWorkerProcess, workerDatabaseUrl } from './worker-process.js';
-
-const url = workerDatabaseUrl('crash-worker');
+import { fleetWorkerOptions, setting, startWorkerProcess } from './worker-process.js';
 
 @Module({
   imports: [
     CycloneModule.forRoot({
-      connection: { url },
-      leaseTtl: setting('CRASH_LEASE_TTL_MS', 800),
-      pollInterval: [setting('CRASH_POLL_MIN_MS', 50), setting('CRASH_POLL_MAX_MS', 200)],
-      queues: { default: { workers: setting('CRASH_SLOTS', 3) } },
-      shutdownTimeout: 1_000,
+      ...fleetWorkerOptions('crash-worker'),
       migrationsRun: process.env.CRASH_MIGRATIONS_RUN !== 'false',
       statementTimeout: setting('CRASH_STATEMENT_TIMEOUT_MS', 30_000),
       workflows: [HangFlow],

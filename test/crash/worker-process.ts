@@ -5,10 +5,10 @@
  * channel closes.
  */
 import { NestFactory } from '@nestjs/core';
-import { CycloneStats } from 'cyclone-nestjs';
+import { CycloneStats, type CycloneModuleOptions } from 'cyclone-nestjs';
 
 /** CRASH_DATABASE_URL, or the process exits naming it. */
-export function workerDatabaseUrl(script: string): string {
+function workerDatabaseUrl(script: string): string {
   const url = process.env.CRASH_DATABASE_URL;
   if (!url) {
     process.stderr.write(`${script}: CRASH_DATABASE_URL is not set\n`);
@@ -19,6 +19,17 @@ export function workerDatabaseUrl(script: string): string {
 
 /** A number from the environment, or the fallback. */
 export const setting = (name: string, fallback: number): number => Number(process.env[name] ?? fallback);
+
+/** The options every fleet worker shares: its database, lease, polling and slots from the environment. */
+export function fleetWorkerOptions(script: string): CycloneModuleOptions {
+  return {
+    connection: { url: workerDatabaseUrl(script) },
+    leaseTtl: setting('CRASH_LEASE_TTL_MS', 800),
+    pollInterval: [setting('CRASH_POLL_MIN_MS', 50), setting('CRASH_POLL_MAX_MS', 200)],
+    queues: { default: { workers: setting('CRASH_SLOTS', 3) } },
+    shutdownTimeout: 1_000,
+  };
+}
 
 export function startWorkerProcess(module: object, script: string): void {
   const main = async (): Promise<void> => {

@@ -10,9 +10,7 @@
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { CycloneModule, Step, type StepContext } from 'cyclone-nestjs';
-import { setting, startWorkerProcess, workerDatabaseUrl } from '../crash/worker-process.js';
-
-const url = workerDatabaseUrl('flow-worker');
+import { fleetWorkerOptions, setting, startWorkerProcess } from '../crash/worker-process.js';
 
 export const HELD_SLOT_KIND = 'held_slot';
 export const SCHEDULED_KIND = 'scheduled_tick';
@@ -34,11 +32,7 @@ class FlowWorkerSteps {
 @Module({
   imports: [
     CycloneModule.forRoot({
-      connection: { url },
-      leaseTtl: setting('CRASH_LEASE_TTL_MS', 800),
-      pollInterval: [setting('CRASH_POLL_MIN_MS', 50), setting('CRASH_POLL_MAX_MS', 200)],
-      queues: { default: { workers: setting('CRASH_SLOTS', 3) } },
-      shutdownTimeout: 1_000,
+      ...fleetWorkerOptions('flow-worker'),
       schedules: process.env.FLOW_CRON ? [{ name: 'fleet_tick', cron: process.env.FLOW_CRON, kind: SCHEDULED_KIND }] : [],
     }),
   ],
