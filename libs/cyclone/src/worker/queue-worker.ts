@@ -3,6 +3,17 @@ import type { StepRegistry } from '../steps/step-registry.js';
 import { FlowSource, PlainSource, type ClaimSource } from './claim-source.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import { StepExecution, type ExecutionDeps } from './step-execution.js';
+import { ClaimAhead } from './claim-ahead.js';
+import { HAND_BACK } from '../sql/lease.sql.js';
+
+/** A step claimed ahead that has waited this long for a slot is handed back. */
+const READY_MAX_MS = 1_000;
+
+/** A step claimed ahead of a free slot, and when (performance.now()). */
+interface ReadyStep {
+  row: ClaimedStep;
+  claimedAt: number;
+}
 
 /**
  * The workers of one queue: a number of slots, filled by one claim statement
@@ -12,12 +23,20 @@ import { StepExecution, type ExecutionDeps } from './step-execution.js';
  * others) overlaps the next claim. The step stays in `running` until its
  * outcome is recorded, so shutdown waits for the write.
  *
+ * Under a backlog of short steps a claim also takes steps ahead of the free
+ * slots (see ClaimAhead): leased like the others, started the moment a slot
+ * frees, and refilled once half of them have started. One that has waited
+ * READY_MAX_MS is handed back, available at once to any client; so are all
+ * of them at shutdown.
+ *
  * A queue claims from one source, or several when some of its kinds have
  * limits or the queue has a cap (see ClaimSource); each claim starts from
  * the next source in turn, so none has the free slots first every time. When
  * a limit held due work back, the worker claims again as soon as one of its
  * own steps has finished (its outcome recorded, so its room is free);
- * another client's finished steps are seen at the next poll tick.
+ * another client's finished steps are seen at the next poll tick. No step is
+ * claimed ahead while a limit holds work back: it would hold room another
+ * client could start at once.
  */
 export class QueueWorker {
   private readonly logger = new Logger('Cyclone');
@@ -34,6 +53,10 @@ export class QueueWorker {
   private wakeScheduled = false;
   private readonly sources: ClaimSource[] = [];
   private nextSource = 0;
+  private readonly ahead = new ClaimAhead();
+  /** Claimed ahead, oldest first. */
+  private readonly ready: ReadyStep[] = [];
+  private readyTimer?: NodeJS.Timeout;
 
   constructor(
     readonly queue: string,
@@ -77,30 +100,45 @@ export class QueueWorker {
     });
   }
 
-  /** Stops claiming and waits for a claim in flight, so every claimed step is in `running`. */
+  /**
+   * Stops claiming, waits for a claim in flight, and hands back the steps
+   * claimed ahead: every step this worker still holds is then running.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     await this.claiming;
+    clearTimeout(this.readyTimer);
+    await this.handBack(this.ready.splice(0), 'at shutdown');
+  }
+
+  /** How many steps to claim now: 0 while the slots and the steps at hand suffice. */
+  private wanted(): number {
+    const idle = this.slots - this.busy - this.ready.length;
+    const ahead = this.backlog && !this.heldBack ? this.ahead.size(this.slots) : 0;
+    if (idle <= 0 && this.ready.length > ahead / 2) return 0;
+    return Math.max(0, this.slots + ahead - this.busy - this.ready.length);
   }
 
   private async claimWhileWork(): Promise<void> {
     try {
       do {
         this.wakeAgain = false;
-        if (this.slots - this.busy <= 0) break;
+        if (this.wanted() <= 0) break;
         let filled = false;
         let heldBack = false;
         const first = this.nextSource;
         this.nextSource = (first + 1) % this.sources.length;
         for (let i = 0; i < this.sources.length && !this.stopped; i++) {
-          const free = this.slots - this.busy;
-          if (free <= 0) {
+          const wanted = this.wanted();
+          if (wanted <= 0) {
             filled = true;
             break;
           }
-          const claim = await this.sources[(first + i) % this.sources.length].claim(free);
+          const began = performance.now();
+          const claim = await this.sources[(first + i) % this.sources.length].claim(wanted);
+          if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
           this.start(claim.rows);
-          filled ||= claim.rows.length === free;
+          filled ||= claim.rows.length === wanted;
           heldBack ||= claim.heldBack;
         }
         this.backlog = filled;
@@ -115,20 +153,68 @@ export class QueueWorker {
     }
   }
 
+  /** Starts claimed steps in free slots; the rest wait for one. */
   private start(rows: ClaimedStep[]): void {
-    for (const row of rows) {
-      const execution = new StepExecution(row, this.registry.get(row.kind), this.deps);
-      this.running.set(row.id, execution);
-      this.busy += 1;
-      void execution.handlerDone.then(() => {
-        this.busy -= 1;
-        if (this.backlog) this.wakeSoon();
-      });
-      void execution.start().finally(() => {
-        this.running.delete(row.id);
-        // Its outcome is recorded: the room it held under a limit is free.
-        if (this.heldBack) this.wakeSoon();
-      });
+    const now = performance.now();
+    for (const row of rows) this.ready.push({ row, claimedAt: now });
+    while (this.busy < this.slots && this.ready.length > 0 && !this.stopped) this.startReady();
+    this.scheduleHandBack();
+  }
+
+  private startReady(): void {
+    const { row, claimedAt } = this.ready.shift()!;
+    const began = performance.now();
+    // The wait since due includes the time it waited here.
+    row.wait_ms += began - claimedAt;
+    const execution = new StepExecution(row, this.registry.get(row.kind), this.deps);
+    this.running.set(row.id, execution);
+    this.busy += 1;
+    void execution.handlerDone.then(() => {
+      this.busy -= 1;
+      this.ahead.handled(performance.now() - began);
+      if (this.ready.length > 0 && !this.stopped) this.startReady();
+      if (this.backlog) this.wakeSoon();
+    });
+    void execution.start().finally(() => {
+      this.running.delete(row.id);
+      // Its outcome is recorded: the room it held under a limit is free.
+      if (this.heldBack) this.wakeSoon();
+    });
+  }
+
+  /** Hands back, when the oldest has waited READY_MAX_MS, the steps at hand that have. */
+  private scheduleHandBack(): void {
+    if (this.readyTimer !== undefined || this.ready.length === 0 || this.stopped) return;
+    const delay = this.ready[0].claimedAt + READY_MAX_MS - performance.now();
+    this.readyTimer = setTimeout(() => {
+      this.readyTimer = undefined;
+      const cutoff = performance.now() - READY_MAX_MS;
+      let stale = 0;
+      while (stale < this.ready.length && this.ready[stale].claimedAt <= cutoff) stale += 1;
+      if (stale > 0) this.ahead.stalled(READY_MAX_MS);
+      void this.handBack(this.ready.splice(0, stale), `after waiting ${READY_MAX_MS} ms for a slot`).finally(() =>
+        this.scheduleHandBack(),
+      );
+    }, Math.max(0, delay));
+  }
+
+  private async handBack(steps: ReadyStep[], when: string): Promise<void> {
+    if (steps.length === 0) return;
+    try {
+      await this.deps.database.query(HAND_BACK, [
+        steps.map((s) => s.row.run_id),
+        steps.map((s) => s.row.id),
+        this.deps.owner,
+        steps.map((s) => s.row.lease_generation),
+      ]);
+      this.logger.debug(`Queue "${this.queue}": handed back ${steps.length} step(s) claimed ahead ${when}`);
+    } catch (err) {
+      // Still leased to this client: the recovery sweep makes them available
+      // once their lease expires (counting a reclaim, not an attempt).
+      this.logger.warn(
+        `Queue "${this.queue}": could not hand back ${steps.length} step(s) claimed ahead ${when} ` +
+          `(${(err as Error).message}); they become available when their lease expires`,
+      );
     }
   }
 }
