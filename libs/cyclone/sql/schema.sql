@@ -412,37 +412,35 @@ CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_l
  SET enable_seqscan TO 'off'
 AS $function$
 #variable_conflict use_column
+DECLARE
+  v_priority integer;
+  v_runs     uuid[] := '{}';
+  v_ids      bigint[] := '{}';
+  v_left     integer := p_limit;
 BEGIN
-  RETURN QUERY
-  WITH picked AS (
-    SELECT c.run_id, c.id FROM cyclone_steps c
-     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.kind = ANY (p_kinds)
-       AND c.scheduled_at <= now()
-       AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
-     ORDER BY c.priority DESC, c.scheduled_at, c.id
-     LIMIT p_limit
-     FOR UPDATE SKIP LOCKED
-  )
-  UPDATE cyclone_steps s
-     SET state = 'running',
-         lease_owner = p_owner,
-         lease_generation = s.lease_generation + 1,
-         lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
-         started_at = now(),
-         heartbeat_at = now(),
-         progress = NULL,
-         updated_at = now()
-    FROM picked, cyclone_runs r
-   WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
-  RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
-            (extract(epoch FROM s.timeout) * 1000)::bigint,
-            r.input,
-            CASE WHEN cardinality(s.depends_on) > 0 THEN
-              (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
-                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
-            END,
-            r.trace_context,
-            (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;
+  IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
+    RETURN;
+  END IF;
+  SELECT c.priority INTO v_priority FROM cyclone_steps c
+   WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
+   ORDER BY c.priority DESC LIMIT 1;
+  -- The same order as one scan: priority, then due time, then age.
+  WHILE v_priority IS NOT NULL LOOP
+    SELECT v_runs || coalesce(array_agg(c.run_id), '{}'), v_ids || coalesce(array_agg(c.id), '{}')
+      INTO v_runs, v_ids
+      FROM (SELECT c.run_id, c.id FROM cyclone_steps c
+             WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_priority
+               AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+             ORDER BY c.scheduled_at, c.id
+             LIMIT v_left
+               FOR UPDATE SKIP LOCKED) c;
+    v_left := p_limit - cardinality(v_ids);
+    EXIT WHEN v_left = 0;
+    SELECT c.priority INTO v_priority FROM cyclone_steps c
+     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority < v_priority
+     ORDER BY c.priority DESC LIMIT 1;
+  END LOOP;
+  RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[], p_outputs jsonb[])
@@ -1168,5 +1166,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (3, 'CycloneObserva
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (4, 'CycloneDashboardIndexes1765008000000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (5, 'CycloneFlowControl1765180800000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (6, 'CycloneClaimPriorities1765267200000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -1,5 +1,6 @@
 -- The claim: as many available steps of a queue and of the kinds this
--- client runs as it has free slots, in claim order (priority, then due
+-- client runs as it asks for (its free slots, and some ahead under a
+-- backlog), in claim order (priority, then due
 -- time, then age). SKIP LOCKED lets many workers claim side by side without
 -- waiting on each other's rows; all times are the database's. The lease
 -- generation is bumped so that every later write of this attempt can
@@ -16,6 +17,16 @@
 -- and as that plan cannot see the batch size, its joins are held to nested
 -- loops over the keys. (A claim of one step took 1.5 ms planned each time,
 -- 0.4 ms with the kept plan.)
+--
+-- The claim order leads with priority, so steps due later (delayed, or
+-- retrying in backoff) at a higher priority lie in the claim index before
+-- every due step of a lower one. One scan in claim order walked all of them
+-- on each claim (200,000 delayed steps at priority 5: 9 ms a claim of 50 on
+-- PostgreSQL 15, against 1.3 ms this way); PostgreSQL 18 can skip them, its
+-- predecessors cannot. So the claim takes the priorities one at a time,
+-- highest first: each priority's due steps are one bounded range of the
+-- index, and the next priority is found by one probe. Queues use few
+-- priorities, so a claim makes few probes.
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
                                                p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
@@ -25,35 +36,33 @@ LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
 AS $$
 #variable_conflict use_column
+DECLARE
+  v_priority integer;
+  v_runs     uuid[] := '{}';
+  v_ids      bigint[] := '{}';
+  v_left     integer := p_limit;
 BEGIN
-  RETURN QUERY
-  WITH picked AS (
-    SELECT c.run_id, c.id FROM cyclone_steps c
-     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.kind = ANY (p_kinds)
-       AND c.scheduled_at <= now()
-       AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
-     ORDER BY c.priority DESC, c.scheduled_at, c.id
-     LIMIT p_limit
-     FOR UPDATE SKIP LOCKED
-  )
-  UPDATE cyclone_steps s
-     SET state = 'running',
-         lease_owner = p_owner,
-         lease_generation = s.lease_generation + 1,
-         lease_expiry = now() + p_lease_ttl_ms * interval '1 millisecond',
-         started_at = now(),
-         heartbeat_at = now(),
-         progress = NULL,
-         updated_at = now()
-    FROM picked, cyclone_runs r
-   WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
-  RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
-            (extract(epoch FROM s.timeout) * 1000)::bigint,
-            r.input,
-            CASE WHEN cardinality(s.depends_on) > 0 THEN
-              (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
-                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
-            END,
-            r.trace_context,
-            (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;
+  IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
+    RETURN;
+  END IF;
+  SELECT c.priority INTO v_priority FROM cyclone_steps c
+   WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
+   ORDER BY c.priority DESC LIMIT 1;
+  -- The same order as one scan: priority, then due time, then age.
+  WHILE v_priority IS NOT NULL LOOP
+    SELECT v_runs || coalesce(array_agg(c.run_id), '{}'), v_ids || coalesce(array_agg(c.id), '{}')
+      INTO v_runs, v_ids
+      FROM (SELECT c.run_id, c.id FROM cyclone_steps c
+             WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_priority
+               AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+             ORDER BY c.scheduled_at, c.id
+             LIMIT v_left
+               FOR UPDATE SKIP LOCKED) c;
+    v_left := p_limit - cardinality(v_ids);
+    EXIT WHEN v_left = 0;
+    SELECT c.priority INTO v_priority FROM cyclone_steps c
+     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority < v_priority
+     ORDER BY c.priority DESC LIMIT 1;
+  END LOOP;
+  RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
 END $$;

@@ -50,6 +50,11 @@ export class CycloneDashboardIndexes1765008000000 extends sqlMigration(
   '0004-dashboard-indexes',
 ) {}
 export class CycloneFlowControl1765180800000 extends sqlMigration(5, 'CycloneFlowControl1765180800000', '0005-flow-control') {}
+export class CycloneClaimPriorities1765267200000 extends sqlMigration(
+  6,
+  'CycloneClaimPriorities1765267200000',
+  '0006-claim-priorities',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -62,6 +67,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneObservability1764921600000,
   CycloneDashboardIndexes1765008000000,
   CycloneFlowControl1765180800000,
+  CycloneClaimPriorities1765267200000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

@@ -16,6 +16,13 @@ export interface SourceClaim {
  * the limits cluster-wide.
  */
 export interface ClaimSource {
+  /**
+   * Whether its steps may be claimed ahead of a free slot. Not under a rate
+   * limit: a claim counts its starts when it is made, and a step claimed
+   * ahead starts later, so a window of actual starts could hold more than the
+   * limit. (A concurrency limit counts what is leased, so it holds.)
+   */
+  readonly claimsAhead: boolean;
   claim(limit: number): Promise<SourceClaim>;
 }
 
@@ -30,6 +37,8 @@ export interface ClaimContext {
 
 /** The kinds without limits of a queue without a cap: the plain claim. */
 export class PlainSource implements ClaimSource {
+  readonly claimsAhead = true;
+
   constructor(
     private readonly ctx: ClaimContext,
     private readonly kinds: string[],
@@ -48,12 +57,15 @@ export class PlainSource implements ClaimSource {
  */
 export class FlowSource implements ClaimSource {
   private cursor: string | null = null;
+  readonly claimsAhead: boolean;
 
   constructor(
     private readonly ctx: ClaimContext,
     private readonly kinds: string[],
     private readonly limits: FlowLimits | undefined,
-  ) {}
+  ) {
+    this.claimsAhead = limits?.rateLimit == null;
+  }
 
   async claim(limit: number): Promise<SourceClaim> {
     const { database, queue, owner, leaseTtlMs, queueCap } = this.ctx;

@@ -35,8 +35,9 @@ interface ReadyStep {
  * a limit held due work back, the worker claims again as soon as one of its
  * own steps has finished (its outcome recorded, so its room is free);
  * another client's finished steps are seen at the next poll tick. No step is
- * claimed ahead while a limit holds work back: it would hold room another
- * client could start at once.
+ * claimed ahead while a limit holds work back (it would hold room another
+ * client could start at once), nor one of a kind with a rate limit (see
+ * ClaimSource.claimsAhead).
  */
 export class QueueWorker {
   private readonly logger = new Logger('Cyclone');
@@ -111,10 +112,10 @@ export class QueueWorker {
     await this.handBack(this.ready.splice(0), 'at shutdown');
   }
 
-  /** How many steps to claim now: 0 while the slots and the steps at hand suffice. */
-  private wanted(): number {
+  /** How many steps to claim now from a source: 0 while the slots and the steps at hand suffice. */
+  private wanted(source: ClaimSource): number {
     const idle = this.slots - this.busy - this.ready.length;
-    const ahead = this.backlog && !this.heldBack ? this.ahead.size(this.slots) : 0;
+    const ahead = source.claimsAhead && this.backlog && !this.heldBack ? this.ahead.size(this.slots) : 0;
     if (idle <= 0 && this.ready.length > ahead / 2) return 0;
     return Math.max(0, this.slots + ahead - this.busy - this.ready.length);
   }
@@ -123,19 +124,20 @@ export class QueueWorker {
     try {
       do {
         this.wakeAgain = false;
-        if (this.wanted() <= 0) break;
+        if (this.sources.every((s) => this.wanted(s) <= 0)) break;
         let filled = false;
         let heldBack = false;
         const first = this.nextSource;
         this.nextSource = (first + 1) % this.sources.length;
         for (let i = 0; i < this.sources.length && !this.stopped; i++) {
-          const wanted = this.wanted();
+          const source = this.sources[(first + i) % this.sources.length];
+          const wanted = this.wanted(source);
           if (wanted <= 0) {
             filled = true;
             break;
           }
           const began = performance.now();
-          const claim = await this.sources[(first + i) % this.sources.length].claim(wanted);
+          const claim = await source.claim(wanted);
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
           this.start(claim.rows);
           filled ||= claim.rows.length === wanted;
