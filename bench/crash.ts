@@ -354,10 +354,11 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
         // The server is down or restarting.
         continue;
       }
-      if (pending < lastPending) {
-        lastPending = pending;
-        lastProgress = t;
-      }
+      // Fewer pending than at the sample before: a job finished. (Not a new
+      // low: while the producer adds jobs as fast as they are run, pending
+      // stays level and would look stalled.)
+      if (pending < lastPending) lastProgress = t;
+      lastPending = pending;
       if (pending === 0 && producerDone && !down && (!p.faults || restart !== undefined)) {
         drainedAt = t;
         break;
