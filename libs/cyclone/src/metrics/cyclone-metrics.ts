@@ -154,7 +154,7 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
     });
     this.stepWait = new prom.Histogram({
       name: name('step_wait_seconds'),
-      help: 'From when a step was due to its claim by this process, on the database clock.',
+      help: 'From when a step was due to its claim by this process (database clock), plus any wait claimed ahead for a slot.',
       labelNames: ['queue', 'kind'],
       buckets: WAIT_BUCKETS,
       registers,

@@ -17,7 +17,10 @@ export interface WorkflowStarted {
 export interface StepStarted {
   queue: string;
   kind: string;
-  /** From when it was due (`scheduled_at`) to its claim, on the database clock. */
+  /**
+   * From when it was due (`scheduled_at`) to its claim, on the database
+   * clock, plus any time it waited claimed ahead for a slot.
+   */
   waitMs: number;
 }
 
