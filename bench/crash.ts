@@ -322,7 +322,7 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
   let lastKill = t0;
   let pending = p.jobs;
   let lastProgress = performance.now();
-  let lastPending = pending;
+  let previousPending = pending;
   let killing = true;
   let error: string | undefined;
   let ended: string | undefined;
@@ -357,8 +357,8 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
       // Fewer pending than at the sample before: a job finished. (Not a new
       // low: while the producer adds jobs as fast as they are run, pending
       // stays level and would look stalled.)
-      if (pending < lastPending) lastProgress = t;
-      lastPending = pending;
+      if (pending < previousPending) lastProgress = t;
+      previousPending = pending;
       if (pending === 0 && producerDone && !down && (!p.faults || restart !== undefined)) {
         drainedAt = t;
         break;

@@ -1,7 +1,8 @@
--- Hands steps back at shutdown: available at once, with neither an attempt
--- nor a reclaim counted, since nothing went wrong with them; their queues are
--- woken so other clients take them without waiting for a poll tick. Under the
--- runs' locks, like every transition. Returns how many were handed back.
+-- Hands steps back (at shutdown, or claimed ahead and not started in time):
+-- available at once, with neither an attempt nor a reclaim counted, since
+-- nothing went wrong with them; their queues are woken so other clients take
+-- them without waiting for a poll tick. Under the runs' locks, like every
+-- transition. Returns how many were handed back.
 CREATE OR REPLACE FUNCTION cyclone_hand_back(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[])
 RETURNS integer
 LANGUAGE plpgsql AS $$

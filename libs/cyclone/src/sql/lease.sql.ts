@@ -51,8 +51,9 @@ SELECT state, lease_generation, attempt, error_kind,
 );
 
 /**
- * Steps handed back at shutdown, available at once with nothing counted
- * (sql/functions/hand-back.sql). Arrays in the same order.
+ * Steps handed back (at shutdown, or claimed ahead and not started in time),
+ * available at once with nothing counted (sql/functions/hand-back.sql).
+ * Arrays in the same order.
  */
 export const HAND_BACK = statement<
   [runIds: string[], ids: string[], owner: string, generations: string[]],

@@ -4,7 +4,7 @@ import { FlowSource, PlainSource, type ClaimSource } from './claim-source.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import { StepExecution, type ExecutionDeps } from './step-execution.js';
 import { ClaimAhead } from './claim-ahead.js';
-import { HAND_BACK } from '../sql/lease.sql.js';
+import { handBack } from './hand-back.js';
 
 /** A step claimed ahead that has waited this long for a slot is handed back. */
 const READY_MAX_MS = 1_000;
@@ -109,7 +109,7 @@ export class QueueWorker {
     this.stopped = true;
     await this.claiming;
     clearTimeout(this.readyTimer);
-    await this.handBack(this.ready.splice(0), 'at shutdown');
+    await this.handBackReady(this.ready.splice(0), 'at shutdown');
   }
 
   /** How many steps to claim now from a source: 0 while the slots and the steps at hand suffice. */
@@ -194,21 +194,16 @@ export class QueueWorker {
       let stale = 0;
       while (stale < this.ready.length && this.ready[stale].claimedAt <= cutoff) stale += 1;
       if (stale > 0) this.ahead.stalled(READY_MAX_MS);
-      void this.handBack(this.ready.splice(0, stale), `after waiting ${READY_MAX_MS} ms for a slot`).finally(() =>
+      void this.handBackReady(this.ready.splice(0, stale), `after waiting ${READY_MAX_MS} ms for a slot`).finally(() =>
         this.scheduleHandBack(),
       );
     }, Math.max(0, delay));
   }
 
-  private async handBack(steps: ReadyStep[], when: string): Promise<void> {
+  private async handBackReady(steps: ReadyStep[], when: string): Promise<void> {
     if (steps.length === 0) return;
     try {
-      await this.deps.database.query(HAND_BACK, [
-        steps.map((s) => s.row.run_id),
-        steps.map((s) => s.row.id),
-        this.deps.owner,
-        steps.map((s) => s.row.lease_generation),
-      ]);
+      await handBack(this.deps.database, this.deps.owner, steps.map((s) => s.row));
       this.logger.debug(`Queue "${this.queue}": handed back ${steps.length} step(s) claimed ahead ${when}`);
     } catch (err) {
       // Still leased to this client: the recovery sweep makes them available

@@ -8,7 +8,7 @@ import { isEmbeddedSignalFallback } from '../database/embedded-database.js';
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
-import { HAND_BACK } from '../sql/lease.sql.js';
+import { handBack } from './hand-back.js';
 import { WAKE_CHANNEL } from '../sql/names.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
@@ -112,13 +112,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       execution.handedBack = true;
       execution.abort('shutdown');
     }
-    const { rows } = await this.database.query(HAND_BACK, [
-      left.map((e) => e.row.run_id),
-      left.map((e) => e.row.id),
-      this.stats.clientId,
-      left.map((e) => e.row.lease_generation),
-    ]);
-    this.logger.warn(`Shutdown: handed back ${rows[0].handed} step(s) that did not finish in time`);
+    const handed = await handBack(this.database, this.stats.clientId, left.map((e) => e.row));
+    this.logger.warn(`Shutdown: handed back ${handed} step(s) that did not finish in time`);
   }
 
   private wakeAll(): void {
