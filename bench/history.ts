@@ -4,7 +4,8 @@
  * monthly partitions (the current month and the ones before it), and
  * `waiting` runs whose step waits on a delay or a retry (available, due days
  * from now), then vacuums, analyses and checkpoints as autovacuum and the
- * checkpointer would have. W1, W2 and W3 then run on top of them.
+ * checkpointer would have. W1, W2 and W3 then run on top of them; before
+ * each, autovacuum is let catch up with the one before (autovacuumCaughtUp).
  */
 import pg from 'pg';
 import { runner } from './runners/cyclone.js';
@@ -38,6 +39,10 @@ export async function seedHistory(
       ).then(async ({ rows: ddl }) => {
         for (const { format } of ddl) await client.query(format);
       });
+      // With the vacuum settings cyclone_ensure_partitions gives every month of steps.
+      await client.query(
+        `SELECT cyclone_set_queue_vacuum(i.inhrelid::regclass) FROM pg_inherits i WHERE i.inhparent = 'cyclone_steps'::regclass`,
+      );
     }
     // Finished runs, spread evenly from `months - 1` months ago to just now.
     const spanMs = (months - 1) * 30 * 86_400_000;
@@ -100,6 +105,39 @@ export async function seedHistory(
       runsBytes: Number(size[0].runs),
       stepsBytes: Number(size[0].steps),
     };
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Waits until autovacuum has nothing left to do on Cyclone's tables: no table
+ * has more dead rows than its own trigger (its settings, else the server's:
+ * threshold plus scale factor times its rows). A long-lived system runs each
+ * workload after the previous one's dead rows were vacuumed, if its settings
+ * start a vacuum for them at all; one launched within the server's
+ * autovacuum_naptime. Returns the ms waited.
+ */
+export async function autovacuumCaughtUp(url: string, timeoutMs = 180_000): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const t0 = performance.now();
+  try {
+    for (;;) {
+      const { rows } = await client.query<{ pending: number }>(
+        `SELECT count(*)::int AS pending
+           FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid,
+                LATERAL (SELECT max(split_part(o, '=', 2)::float8) FILTER (WHERE o LIKE 'autovacuum_vacuum_threshold=%') AS threshold,
+                                max(split_part(o, '=', 2)::float8) FILTER (WHERE o LIKE 'autovacuum_vacuum_scale_factor=%') AS scale
+                           FROM unnest(coalesce(c.reloptions, '{}')) AS o) t
+          WHERE s.relname LIKE 'cyclone\\_%'
+            AND s.n_dead_tup > coalesce(t.threshold, current_setting('autovacuum_vacuum_threshold')::float8)
+                               + coalesce(t.scale, current_setting('autovacuum_vacuum_scale_factor')::float8) * greatest(c.reltuples, 0)`,
+      );
+      if (rows[0].pending === 0) return performance.now() - t0;
+      if (performance.now() - t0 > timeoutMs) throw new Error(`autovacuum did not catch up within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
   } finally {
     await client.end();
   }

@@ -20,6 +20,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { runCrash, type CrashParams, type CrashResult } from './crash.js';
+import { autovacuumCaughtUp } from './history.js';
 import type { DashboardResult } from './dashboard.js';
 import { runSoak, type SoakParams, type SoakResult } from './soak.js';
 import { updateReadme } from './readme.js';
@@ -338,6 +339,8 @@ async function main(): Promise<void> {
       for (const workload of ['W1', 'W3', 'W2'] as WorkloadName[]) {
         for (let rep = 0; rep < args.reps; rep++) {
           const p = params[workload];
+          const waitedMs = await autovacuumCaughtUp(ctxFor(database).url);
+          if (waitedMs > 1_000) log(`W6: autovacuum caught up with the previous run in ${(waitedMs / 1000).toFixed(0)} s`);
           const r = (await runChild({ mode: 'workload', system: 'cyclone', workload, ctx: ctxFor(database), params: p }, p.timeoutMs + 120_000)) as WorkloadResult;
           r.system ??= 'cyclone';
           r.workload ??= workload;

@@ -157,8 +157,16 @@ describe('monthly partitions', () => {
     await oldRun(env, 2025, 2, 'completed', '-1 day');
     await oldRun(env, 2025, 3, 'completed', '1 day');
 
-    const pass = await env.app.get(PartitionMaintainer).maintain();
-    expect(pass.dropped.sort()).toEqual(
+    // A drop waits at most 100 ms for the tables' lock, behind the workers' statements; on a busy
+    // machine a month can be left for the next pass, as the function says. Three passes at most.
+    const dropped: string[] = [];
+    let pass;
+    let passes = 0;
+    do {
+      pass = await env.app.get(PartitionMaintainer).maintain();
+      dropped.push(...pass.dropped);
+    } while (dropped.length < 4 && ++passes < 3);
+    expect(dropped.sort()).toEqual(
       [`cyclone_runs_${expired}`, `cyclone_steps_${expired}`, `cyclone_runs_${empty}`, `cyclone_steps_${empty}`].sort(),
     );
     expect(pass.kept).toEqual([`cyclone_runs_${unfinished}`, `cyclone_runs_${retained}`]);
@@ -201,6 +209,71 @@ describe('monthly partitions', () => {
       .flat()
       .map((r) => r.name);
     expect(dropped.sort()).toEqual(months.flatMap((m) => [`cyclone_runs_${m}`, `cyclone_steps_${m}`]).sort());
+  });
+
+  it('a month of steps that holds much history is vacuumed with its indexes: what claims leave does not slow later ones', async () => {
+    const env = await createEnv();
+    const month = `cyclone_steps_${suffix(0)}`;
+    // Every month of steps starts autovacuum after a fixed number of dead rows, not a fifth of its size.
+    for (const name of await partitionsOf(env, 'cyclone_steps')) {
+      const [row] = await sql(env, 'SELECT reloptions FROM pg_class WHERE oid = $1::regclass', [name]);
+      expect(row.reloptions).toEqual(
+        expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'vacuum_index_cleanup=on']),
+      );
+    }
+    // This month's history: 400,000 finished jobs.
+    await sql(
+      env,
+      `WITH runs AS (
+         INSERT INTO cyclone_runs (id, kind, state, queue, retention, finished_at, delete_after)
+         SELECT overlay(gen_random_uuid()::text PLACING left(cyclone_month_floor(now() AT TIME ZONE 'UTC')::text, 13) FROM 1)::uuid,
+                'echo', 'completed', 'default', interval '400 days', now(), now() + interval '400 days'
+           FROM generate_series(1, 400000)
+         RETURNING id)
+       INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, attempt, max_attempts, started_at, finished_at,
+                                  lease_owner, lease_generation, output)
+       SELECT id, 'echo', 'echo', 'default', 'completed', 1, 5, now(), now(), 'history', 1, 'null' FROM runs`,
+    );
+    await sql(env, 'VACUUM cyclone_runs, cyclone_steps');
+    // What a claim reads when nothing is due, in a transaction that is rolled back; the second
+    // of two calls, so that it does not count the reads of planning it.
+    const probe = new pg.Client({ connectionString: env.databaseUrl });
+    await probe.connect();
+    const claimReads = async () => {
+      let reads = 0;
+      for (let call = 0; call < 2; call += 1) {
+        await probe.query('BEGIN');
+        try {
+          const { rows } = await probe.query(
+            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM cyclone_claim_steps('default', ARRAY['echo'], 50, 'probe', 30000)`,
+          );
+          const plan = rows[0]['QUERY PLAN'][0].Plan;
+          expect(plan['Actual Rows']).toBe(0);
+          reads = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+        } finally {
+          await probe.query('ROLLBACK');
+        }
+      }
+      return reads;
+    };
+    try {
+      const clean = await claimReads();
+
+      const ids = await env.client.enqueueMany('echo', Array.from({ length: 2_000 }, (_, i) => ({ i })));
+      await waitFor('2,000 jobs completed', async () => {
+        const done = `SELECT count(*)::int AS n FROM cyclone_runs WHERE id = ANY ($1) AND state = 'completed'`;
+        const [row] = await sql(env, done, [ids]);
+        return row.n === ids.length;
+      });
+      // Each claimed step left an entry at the head of the claim index, which a claim reads past.
+      expect(await claimReads()).toBeGreaterThan(clean + 5);
+      // A vacuum with the month's settings, as autovacuum runs it: the dead rows sit on too few of
+      // the month's pages for a vacuum to clean the indexes by default; this month's settings make it.
+      await sql(env, `VACUUM ${month}`);
+      expect(await claimReads()).toBeLessThanOrEqual(clean + 3);
+    } finally {
+      await probe.end();
+    }
   });
 
   it('a lookup by run id reads one month, whatever the history', async () => {

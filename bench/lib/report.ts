@@ -295,6 +295,7 @@ export function renderMarkdown(r: BenchReport): string {
           : '') +
         ', inserted with SQL, vacuumed, analysed and checkpointed' +
         (h.seed ? ` (tables ${fmt((h.seed.runsBytes + h.seed.stepsBytes) / 2 ** 20)} MB)` : '') +
+        '; each run after autovacuum caught up with the one before, as in a system that runs on' +
         '; ratio to the same workload on empty tables above (for W3 latency, below 1 is better).',
     );
     out.push('');

@@ -549,11 +549,12 @@ BEGIN
     BEGIN
       PERFORM set_config('lock_timeout', '100ms', true);
       -- Room on each page for the updates a run and its steps get (claim,
-      -- complete, settle), so they can stay heap-only.
+      -- heartbeat, complete, settle).
       EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_runs FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
                      'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
       EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
                      'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
+      PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass);
       v_created := v_created + 1;
       PERFORM set_config('lock_timeout', v_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
@@ -954,6 +955,15 @@ BEGIN
   RETURN v_count;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  EXECUTE format('ALTER TABLE %s SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000, '
+                 'vacuum_index_cleanup = on)', p_steps);
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_settle_run(p_run_id uuid)
  RETURNS text
  LANGUAGE plpgsql
@@ -1168,5 +1178,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (4, 'CycloneDashboa
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (5, 'CycloneFlowControl1765180800000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (6, 'CycloneClaimPriorities1765267200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (7, 'CyclonePartitionVacuum1765353600000');
 
 SELECT cyclone_ensure_partitions(3);

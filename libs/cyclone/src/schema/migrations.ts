@@ -55,6 +55,11 @@ export class CycloneClaimPriorities1765267200000 extends sqlMigration(
   'CycloneClaimPriorities1765267200000',
   '0006-claim-priorities',
 ) {}
+export class CyclonePartitionVacuum1765353600000 extends sqlMigration(
+  7,
+  'CyclonePartitionVacuum1765353600000',
+  '0007-partition-vacuum',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -68,6 +73,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneDashboardIndexes1765008000000,
   CycloneFlowControl1765180800000,
   CycloneClaimPriorities1765267200000,
+  CyclonePartitionVacuum1765353600000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */
