@@ -39,11 +39,11 @@ export async function seedHistory(
       ).then(async ({ rows: ddl }) => {
         for (const { format } of ddl) await client.query(format);
       });
-      // With the vacuum settings cyclone_ensure_partitions gives every month of steps.
-      await client.query(
-        `SELECT cyclone_set_queue_vacuum(i.inhrelid::regclass) FROM pg_inherits i WHERE i.inhparent = 'cyclone_steps'::regclass`,
-      );
     }
+    // With the vacuum settings cyclone_ensure_partitions gives every month of steps.
+    await client.query(
+      `SELECT cyclone_set_queue_vacuum(i.inhrelid::regclass) FROM pg_inherits i WHERE i.inhparent = 'cyclone_steps'::regclass`,
+    );
     // Finished runs, spread evenly from `months - 1` months ago to just now.
     const spanMs = (months - 1) * 30 * 86_400_000;
     for (let from = 1; from <= rows; from += CHUNK) {
