@@ -40,9 +40,10 @@ export async function seedHistory(
         for (const { format } of ddl) await client.query(format);
       });
     }
-    // With the vacuum settings cyclone_ensure_partitions gives every month of steps.
+    // With the vacuum settings cyclone_ensure_partitions gives a month of steps when it makes
+    // it (and takes back from the ended ones when Cyclone next starts).
     await client.query(
-      `SELECT cyclone_set_queue_vacuum(i.inhrelid::regclass) FROM pg_inherits i WHERE i.inhparent = 'cyclone_steps'::regclass`,
+      `SELECT cyclone_set_queue_vacuum(i.inhrelid::regclass, true) FROM pg_inherits i WHERE i.inhparent = 'cyclone_steps'::regclass`,
     );
     // Finished runs, spread evenly from `months - 1` months ago to just now.
     const spanMs = (months - 1) * 30 * 86_400_000;

@@ -276,6 +276,20 @@ describe('monthly partitions', () => {
     }
   });
 
+  it('an ended month of steps goes back to the server vacuum settings, unless someone changed them', async () => {
+    const env = await createEnv({ partitions: { dropAfter: false } });
+    const ended = await makeOldMonth(env, 2025, 1);
+    const changed = await makeOldMonth(env, 2025, 2);
+    for (const month of [ended, changed]) await sql(env, `SELECT cyclone_set_queue_vacuum('cyclone_steps_${month}', true)`);
+    await sql(env, `ALTER TABLE cyclone_steps_${changed} SET (autovacuum_vacuum_threshold = 500)`);
+    await env.app.get(PartitionMaintainer).maintain();
+    const options = async (month: string) =>
+      (await sql(env, 'SELECT reloptions FROM pg_class WHERE oid = $1::regclass', [`cyclone_steps_${month}`]))[0].reloptions;
+    expect(await options(ended)).toBeNull();
+    expect(await options(changed)).toContain('autovacuum_vacuum_threshold=500');
+    for (const month of [-1, 0, 1].map(suffix)) expect(await options(month)).toContain('vacuum_index_cleanup=on');
+  });
+
   it('a lookup by run id reads one month, whatever the history', async () => {
     const env = await createEnv();
     for (let m = 1; m <= 6; m += 1) await makeOldMonth(env, 2024, m);

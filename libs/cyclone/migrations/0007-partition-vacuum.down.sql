@@ -32,16 +32,9 @@ BEGIN
   RETURN v_created;
 END $$;
 
-DO $$
-DECLARE
-  v_table regclass;
-BEGIN
-  FOR v_table IN SELECT i.inhrelid::regclass FROM pg_inherits i WHERE i.inhparent = 'cyclone_steps'::regclass LOOP
-    EXECUTE format('ALTER TABLE %s RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold, '
-                   'vacuum_index_cleanup)', v_table);
-  END LOOP;
-END $$;
+SELECT cyclone_set_queue_vacuum(i.inhrelid::regclass, false) FROM pg_inherits i WHERE i.inhparent = 'cyclone_steps'::regclass;
 
-DROP FUNCTION IF EXISTS cyclone_set_queue_vacuum(regclass);
+DROP FUNCTION IF EXISTS cyclone_set_queue_vacuum(regclass, boolean);
+DROP FUNCTION IF EXISTS cyclone_queue_vacuum_options();
 
 DELETE FROM cyclone_schema_migrations WHERE version = 7;

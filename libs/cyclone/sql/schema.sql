@@ -539,6 +539,7 @@ DECLARE
   v_from    timestamp;
   v_suffix  text;
   v_created integer := 0;
+  v_steps   regclass;
   v_timeout text := current_setting('lock_timeout');
 BEGIN
   PERFORM pg_advisory_xact_lock(7482001772);
@@ -554,11 +555,26 @@ BEGIN
                      'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
       EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
                      'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
-      PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass);
+      PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass, true);
       v_created := v_created + 1;
       PERFORM set_config('lock_timeout', v_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
       RAISE NOTICE 'cyclone_ensure_partitions: the tables are busy; month % is left for the next call', v_suffix;
+    END;
+  END LOOP;
+  FOR v_steps IN
+    SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'cyclone_steps'::regclass
+       AND coalesce(c.reloptions, '{}') @> cyclone_queue_vacuum_options()
+       AND to_date(substr(c.relname, length('cyclone_steps_') + 1), '"y"YYYY"m"MM') < v_this - interval '1 month'
+  LOOP
+    BEGIN
+      -- A vacuum of the month holds the lock this needs: it waits 100 ms at most, as above.
+      PERFORM set_config('lock_timeout', '100ms', true);
+      PERFORM cyclone_set_queue_vacuum(v_steps, false);
+      PERFORM set_config('lock_timeout', v_timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE 'cyclone_ensure_partitions: % is busy; its vacuum settings are left for the next call', v_steps;
     END;
   END LOOP;
   RETURN v_created;
@@ -754,6 +770,14 @@ BEGIN
   UPDATE cyclone_runs SET state = 'paused', updated_at = now() WHERE id = p_run_id;
   RETURN v_state;
 END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_queue_vacuum_options()
+ RETURNS text[]
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT ARRAY['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'vacuum_index_cleanup=on']
+$function$;
 
 CREATE OR REPLACE FUNCTION cyclone_rate_record(p_scopes text[], p_per_ms bigint)
  RETURNS void
@@ -955,13 +979,17 @@ BEGIN
   RETURN v_count;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass)
+CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass, p_on boolean)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  EXECUTE format('ALTER TABLE %s SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000, '
-                 'vacuum_index_cleanup = on)', p_steps);
+  IF p_on THEN
+    EXECUTE format('ALTER TABLE %s SET (%s)', p_steps, array_to_string(cyclone_queue_vacuum_options(), ', '));
+  ELSE
+    EXECUTE format('ALTER TABLE %s RESET (%s)', p_steps,
+                   (SELECT string_agg(split_part(o, '=', 1), ', ') FROM unnest(cyclone_queue_vacuum_options()) AS o));
+  END IF;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_settle_run(p_run_id uuid)

@@ -18,21 +18,36 @@ $$;
 -- waits for a fifth of a table to be dead, and this month's steps include
 -- all of this month's history, so that head could grow to millions of
 -- entries; and when the dead rows sit on few of its pages (under 2 %), a
--- vacuum leaves the indexes alone. So a month of steps is vacuumed after a
--- fixed number of dead rows, whatever its size, and its indexes with it (a
--- claim that found nothing due behind 40,000 claimed steps, in a month of
--- 2.5 million, read 228 pages; after such a vacuum, 12).
-CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass) RETURNS void
+-- vacuum leaves the indexes alone. So while a month is claimed from, its
+-- steps are vacuumed after a fixed number of dead rows, whatever their
+-- size, and their indexes with them (a claim that found nothing due behind
+-- 40,000 claimed steps, in a month of 2.5 million, read 228 pages; after
+-- such a vacuum, 12). Once the month has ended, few claims read it, and
+-- retention's deletes would have its indexes read through every 10,000
+-- rows: it goes back to the server's settings (cyclone_ensure_partitions).
+CREATE OR REPLACE FUNCTION cyclone_queue_vacuum_options() RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT ARRAY['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'vacuum_index_cleanup=on']
+$$;
+
+-- Gives a month of steps the queue's vacuum settings, or (p_on false) the server's back.
+CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass, p_on boolean) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  EXECUTE format('ALTER TABLE %s SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000, '
-                 'vacuum_index_cleanup = on)', p_steps);
+  IF p_on THEN
+    EXECUTE format('ALTER TABLE %s SET (%s)', p_steps, array_to_string(cyclone_queue_vacuum_options(), ', '));
+  ELSE
+    EXECUTE format('ALTER TABLE %s RESET (%s)', p_steps,
+                   (SELECT string_agg(split_part(o, '=', 1), ', ') FROM unnest(cyclone_queue_vacuum_options()) AS o));
+  END IF;
 END $$;
 
 -- Creates the partitions of the current month, the month before (a client
 -- whose clock is a little behind makes ids in it just after the turn of the
--- month) and p_months_ahead months after it, where missing. Returns how many
--- months it created.
+-- month) and p_months_ahead months after it, where missing, and gives the
+-- steps of months older than those back the server's vacuum settings (see
+-- cyclone_queue_vacuum_options; a month whose settings someone changed is
+-- left as it is). Returns how many months it created.
 --
 -- Adding a partition takes an exclusive lock on the parent tables for a
 -- moment, and every statement on them queues behind the request; statements
@@ -49,6 +64,7 @@ DECLARE
   v_from    timestamp;
   v_suffix  text;
   v_created integer := 0;
+  v_steps   regclass;
   v_timeout text := current_setting('lock_timeout');
 BEGIN
   PERFORM pg_advisory_xact_lock(7482001772);
@@ -64,11 +80,26 @@ BEGIN
                      'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
       EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
                      'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
-      PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass);
+      PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass, true);
       v_created := v_created + 1;
       PERFORM set_config('lock_timeout', v_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
       RAISE NOTICE 'cyclone_ensure_partitions: the tables are busy; month % is left for the next call', v_suffix;
+    END;
+  END LOOP;
+  FOR v_steps IN
+    SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'cyclone_steps'::regclass
+       AND coalesce(c.reloptions, '{}') @> cyclone_queue_vacuum_options()
+       AND to_date(substr(c.relname, length('cyclone_steps_') + 1), '"y"YYYY"m"MM') < v_this - interval '1 month'
+  LOOP
+    BEGIN
+      -- A vacuum of the month holds the lock this needs: it waits 100 ms at most, as above.
+      PERFORM set_config('lock_timeout', '100ms', true);
+      PERFORM cyclone_set_queue_vacuum(v_steps, false);
+      PERFORM set_config('lock_timeout', v_timeout, true);
+    EXCEPTION WHEN lock_not_available THEN
+      RAISE NOTICE 'cyclone_ensure_partitions: % is busy; its vacuum settings are left for the next call', v_steps;
     END;
   END LOOP;
   RETURN v_created;
