@@ -214,7 +214,8 @@ describe('monthly partitions', () => {
   it('a month of steps that holds much history is vacuumed with its indexes: what claims leave does not slow later ones', async () => {
     const env = await createEnv();
     const month = `cyclone_steps_${suffix(0)}`;
-    // Every month of steps starts autovacuum after a fixed number of dead rows, not a fifth of its size.
+    // Every month claimed from (this one, the one before, those ahead) starts autovacuum after a
+    // fixed number of dead rows, not a fifth of its size.
     for (const name of await partitionsOf(env, 'cyclone_steps')) {
       const [row] = await sql(env, 'SELECT reloptions FROM pg_class WHERE oid = $1::regclass', [name]);
       expect(row.reloptions).toEqual(
