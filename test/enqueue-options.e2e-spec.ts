@@ -5,7 +5,6 @@ import {
   RunFailedError,
   RunNotFoundError,
   Step,
-  CycloneDatabase,
   CycloneStats,
   type EnqueueOptions,
   type StepContext,
@@ -15,6 +14,7 @@ import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testi
 import { deferred, expectCycloneError, rowsOfRun } from './support/e2e-helpers.js';
 import { sleep } from './support/wait.js';
 import { sql } from './support/sql.js';
+import { claimReads } from './support/claim-reads.js';
 
 /** Names of `record` jobs in the order their handlers started. */
 const executed: string[] = [];
@@ -155,25 +155,9 @@ describe('enqueue options', () => {
       const producer = await CycloneTestEnv.create({ providers: [Steps], runWorkers: false });
       try {
         await producer.client.enqueueMany('record', Array.from({ length: 20 }, (_, i) => ({ name: `due ${i}` })));
-        // What a claim of five reads, measured in a transaction that is rolled back.
-        const claimReads = async () => {
-          const client = await producer.app.get(CycloneDatabase).pool.connect();
-          try {
-            await client.query('BEGIN');
-            const { rows } = await client.query(
-              `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-               SELECT * FROM cyclone_claim_steps('default', ARRAY['record'], 5, 'probe', 30000)`,
-            );
-            const plan = rows[0]['QUERY PLAN'][0].Plan;
-            expect(plan['Actual Rows']).toBe(5);
-            return plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
-          } finally {
-            await client.query('ROLLBACK');
-            client.release();
-          }
-        };
-        await claimReads();
-        const without = await claimReads();
+        // What a claim of five reads (rolled back, so the same five are there each time).
+        const reads = () => claimReads(producer.databaseUrl, 'record', 5, 5);
+        const without = await reads();
         // A burst of delayed (or backing-off) steps of a higher priority.
         await producer.client.enqueueMany(
           'record',
@@ -181,8 +165,7 @@ describe('enqueue options', () => {
           { priority: 5, processIn: '1h' },
         );
         await sql(producer, 'VACUUM ANALYZE cyclone_steps');
-        await claimReads(); // planned again after the analyse
-        const withLater = await claimReads();
+        const withLater = await reads();
         // A probe or two of each month's index, not a walk over the 20,000
         // entries (on PostgreSQL 15, one scan in claim order read 240 more pages).
         expect(withLater).toBeLessThan(without + 120);

@@ -8,6 +8,7 @@ import { PartitionMaintainer } from '../libs/cyclone/src/maintenance/partition-m
 import { sql } from './support/sql.js';
 import { lastTickAt } from './support/handler-probe.js';
 import { waitFor } from './support/wait.js';
+import { claimReads } from './support/claim-reads.js';
 
 /**
  * Monthly partitions of runs and steps (SPEC §12): made ahead, dropped whole
@@ -55,6 +56,13 @@ async function partitionsOf(env: CycloneTestEnv, parent: 'cyclone_runs' | 'cyclo
     [parent],
   );
   return rows.map((r) => r.name);
+}
+
+/** A table's storage parameters (`autovacuum_vacuum_threshold=10000`, …), null when none is set. */
+async function storageOptions(env: CycloneTestEnv, table: string): Promise<string[] | null> {
+  const query = 'SELECT reloptions FROM pg_class WHERE oid = $1::regclass';
+  const [row] = await sql<{ reloptions: string[] | null }>(env, query, [table]);
+  return row.reloptions;
 }
 
 /**
@@ -217,8 +225,7 @@ describe('monthly partitions', () => {
     // Every month claimed from (this one, the one before, those ahead) starts autovacuum after a
     // fixed number of dead rows, not a fifth of its size.
     for (const name of await partitionsOf(env, 'cyclone_steps')) {
-      const [row] = await sql(env, 'SELECT reloptions FROM pg_class WHERE oid = $1::regclass', [name]);
-      expect(row.reloptions).toEqual(
+      expect(await storageOptions(env, name)).toEqual(
         expect.arrayContaining(['autovacuum_vacuum_scale_factor=0', 'autovacuum_vacuum_threshold=10000', 'vacuum_index_cleanup=on']),
       );
     }
@@ -236,45 +243,22 @@ describe('monthly partitions', () => {
        SELECT id, 'echo', 'echo', 'default', 'completed', 1, 5, now(), now(), 'history', 1, 'null' FROM runs`,
     );
     await sql(env, 'VACUUM cyclone_runs, cyclone_steps');
-    // What a claim reads when nothing is due, in a transaction that is rolled back; the second
-    // of two calls, so that it does not count the reads of planning it.
-    const probe = new pg.Client({ connectionString: env.databaseUrl });
-    await probe.connect();
-    const claimReads = async () => {
-      let reads = 0;
-      for (let call = 0; call < 2; call += 1) {
-        await probe.query('BEGIN');
-        try {
-          const { rows } = await probe.query(
-            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM cyclone_claim_steps('default', ARRAY['echo'], 50, 'probe', 30000)`,
-          );
-          const plan = rows[0]['QUERY PLAN'][0].Plan;
-          expect(plan['Actual Rows']).toBe(0);
-          reads = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
-        } finally {
-          await probe.query('ROLLBACK');
-        }
-      }
-      return reads;
-    };
-    try {
-      const clean = await claimReads();
+    // What a claim reads when nothing is due.
+    const reads = () => claimReads(env.databaseUrl, 'echo', 50, 0);
+    const clean = await reads();
 
-      const ids = await env.client.enqueueMany('echo', Array.from({ length: 2_000 }, (_, i) => ({ i })));
-      await waitFor('2,000 jobs completed', async () => {
-        const done = `SELECT count(*)::int AS n FROM cyclone_runs WHERE id = ANY ($1) AND state = 'completed'`;
-        const [row] = await sql(env, done, [ids]);
-        return row.n === ids.length;
-      });
-      // Each claimed step left an entry at the head of the claim index, which a claim reads past.
-      expect(await claimReads()).toBeGreaterThan(clean + 5);
-      // A vacuum with the month's settings, as autovacuum runs it: the dead rows sit on too few of
-      // the month's pages for a vacuum to clean the indexes by default; this month's settings make it.
-      await sql(env, `VACUUM ${month}`);
-      expect(await claimReads()).toBeLessThanOrEqual(clean + 3);
-    } finally {
-      await probe.end();
-    }
+    const ids = await env.client.enqueueMany('echo', Array.from({ length: 2_000 }, (_, i) => ({ i })));
+    await waitFor('2,000 jobs completed', async () => {
+      const done = `SELECT count(*)::int AS n FROM cyclone_runs WHERE id = ANY ($1) AND state = 'completed'`;
+      const [row] = await sql(env, done, [ids]);
+      return row.n === ids.length;
+    });
+    // Each claimed step left an entry at the head of the claim index, which a claim reads past.
+    expect(await reads()).toBeGreaterThan(clean + 5);
+    // A vacuum with the month's settings, as autovacuum runs it: the dead rows sit on too few of
+    // the month's pages for a vacuum to clean the indexes by default; this month's settings make it.
+    await sql(env, `VACUUM ${month}`);
+    expect(await reads()).toBeLessThanOrEqual(clean + 3);
   });
 
   it('an ended month of steps goes back to the server vacuum settings, unless someone changed them', async () => {
@@ -284,8 +268,7 @@ describe('monthly partitions', () => {
     for (const month of [ended, changed]) await sql(env, `SELECT cyclone_set_queue_vacuum('cyclone_steps_${month}', true)`);
     await sql(env, `ALTER TABLE cyclone_steps_${changed} SET (autovacuum_vacuum_threshold = 500)`);
     await env.app.get(PartitionMaintainer).maintain();
-    const options = async (month: string) =>
-      (await sql(env, 'SELECT reloptions FROM pg_class WHERE oid = $1::regclass', [`cyclone_steps_${month}`]))[0].reloptions;
+    const options = (month: string) => storageOptions(env, `cyclone_steps_${month}`);
     expect(await options(ended)).toBeNull();
     expect(await options(changed)).toContain('autovacuum_vacuum_threshold=500');
     for (const month of [-1, 0, 1].map(suffix)) expect(await options(month)).toContain('vacuum_index_cleanup=on');
