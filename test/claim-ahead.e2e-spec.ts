@@ -122,7 +122,10 @@ describe('claiming ahead', () => {
     expect(await heldSteps(url)).toEqual([{ state: 'running', n: 30, attempt: 1, reclaims: 0, owned: 30 }]);
 
     probe.releaseAll();
-    await waitFor('every held step completed', async () => (await heldSteps(url))[0]?.state === 'completed' && (await heldSteps(url)).length === 1);
+    await waitFor('every held step completed', async () => {
+      const states = await heldSteps(url);
+      return states.length === 1 && states[0].state === 'completed';
+    });
     for (const runId of held) expect(probe.of(runId)).toHaveLength(1);
   });
 });
