@@ -358,14 +358,14 @@ describe('statementTimeout', () => {
     const stats = timed.app.get(CycloneStats);
     const failuresBefore = stats.claimFailures;
     await blocker.query('BEGIN');
-    await blocker.query('LOCK TABLE cyclone_runs IN ACCESS EXCLUSIVE MODE');
+    await blocker.query('LOCK TABLE cyclone_runs, cyclone_steps IN ACCESS EXCLUSIVE MODE');
     try {
       const started = Date.now();
       const err = await expectCycloneError(timed.client.enqueue('echo', { stuck: true }), DatabaseUnavailableError, 'database_unavailable');
       expect(Date.now() - started).toBeLessThan(3_000);
       expect(err.message).toContain('statementTimeout');
       expect(err.reason).toBe('57014');
-      // The workers' claims (which join the runs) are cancelled too, and counted, rather than hanging.
+      // The workers' claims (which read the steps) are cancelled too, and counted, rather than hanging.
       await waitFor('a claim to time out', () => stats.claimFailures > failuresBefore, 5_000);
     } finally {
       await blocker.query('ROLLBACK');

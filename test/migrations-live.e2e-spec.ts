@@ -135,13 +135,15 @@ describe('the next migration against live workers of the previous version', () =
         );
 
         // No deadlock, and nothing the workers logged says a statement failed or waited too long: before the
-        // migration landed, only statements naming a column or table it adds failed; after, none did.
+        // migration landed, only statements naming a column, table or function it adds failed; after, none did.
         const [{ deadlocks }] = await sql(url, 'SELECT deadlocks::int FROM pg_stat_database WHERE datname = current_database()');
         expect(deadlocks - deadlocksBefore).toBe(0);
         const complaint = (line: string) =>
           /Claim on queue|Heartbeat of step|Could not record|failed: |statement timeout|deadlock|lease (was )?lost/i.test(line);
-        const added = [...pending.map((m) => m.up).join('\n').matchAll(/ADD COLUMN (\w+)|CREATE TABLE (\w+)/g)].map((m) => m[1] ?? m[2]);
-        const missingAdded = new RegExp(`(column|relation) "?(${added.join('|') || '$^'})"? does not exist`);
+        const added = [...pending.map((m) => m.up).join('\n').matchAll(/ADD COLUMN (\w+)|CREATE TABLE (\w+)|FUNCTION (\w+)/g)].map(
+          (m) => m[1] ?? m[2] ?? m[3],
+        );
+        const missingAdded = new RegExp(`(column|relation|function) "?(${added.join('|') || '$^'})"?(\\([^)]*\\))? does not exist`);
         const after = fleet.since(migrated);
         const kept = fleet.tail(200).split('\n');
         const before = kept.slice(0, kept.length - after.length);

@@ -5,8 +5,9 @@ import { Step } from 'cyclone-nestjs';
 import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/health';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { PartitionMaintainer } from '../libs/cyclone/src/maintenance/partition-maintainer.js';
+import { RecoverySweeper } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
 import { sql } from './support/sql.js';
-import { lastTickAt } from './support/handler-probe.js';
+import { lastTickAt, POLLING_OFF } from './support/handler-probe.js';
 import { waitFor } from './support/wait.js';
 import { claimReads } from './support/claim-reads.js';
 
@@ -108,6 +109,28 @@ async function oldRun(env: CycloneTestEnv, year: number, month: number, state: s
     `INSERT INTO cyclone_steps (run_id, node_id, kind, queue, state, max_attempts)
      VALUES ($1, 'echo', 'echo', 'default', $2, 5)`,
     [id, state === 'running' ? 'available' : 'completed'],
+  );
+  return id;
+}
+
+/** The months the claim reads, as partition suffixes: from `low` up to, not including, `high`. */
+async function claimSpan(env: CycloneTestEnv): Promise<{ low: string; high: string }> {
+  const [span] = await sql<{ low: string; high: string }>(
+    env,
+    `SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS low, to_char(cyclone_run_month(high), '"y"YYYY"m"MM') AS high
+       FROM cyclone_claim_span`,
+  );
+  return span;
+}
+
+/** A failed run of that month whose one step was discarded, as a retry finds it. */
+async function oldFailedRun(env: CycloneTestEnv, year: number, month: number): Promise<string> {
+  const id = await oldRun(env, year, month, 'failed', '1 day');
+  await sql(
+    env,
+    `UPDATE cyclone_steps SET state = 'discarded', attempt = 5, error = 'boom', error_kind = 'error', finished_at = now()
+      WHERE run_id = $1`,
+    [id],
   );
   return id;
 }
@@ -286,5 +309,75 @@ describe('monthly partitions', () => {
     );
     const scanned = JSON.stringify(explained['QUERY PLAN']).match(/"Relation Name":"cyclone_steps_y\d+m\d+"/g) ?? [];
     expect(scanned).toEqual([`"Relation Name":"cyclone_steps_${suffix(0)}"`]);
+  });
+});
+
+describe('the months the hot paths read', () => {
+  it('a claim reads no more with months of history; a run written by hand in an old month is claimed from the next sweep on', async () => {
+    const env = await createEnv({ partitions: { dropAfter: false } });
+    await waitFor('the startup pass of cyclone:recovery', () => lastTickAt(env, 'cyclone:recovery') !== null);
+    // The month before this one up to the one after next: where new runs land, also from a clock a little off.
+    expect(await claimSpan(env)).toEqual({ low: suffix(-1), high: suffix(2) });
+    const fresh = await claimReads(env.databaseUrl, 'echo', 50, 0);
+    for (let m = 1; m <= 6; m += 1) await makeOldMonth(env, 2024, m);
+    expect(await claimReads(env.databaseUrl, 'echo', 50, 0)).toBe(fresh);
+
+    const live = await oldRun(env, 2024, 3, 'running', null);
+    expect((await env.runUntilComplete(live, { timeout: 10_000 })).state).toBe('completed');
+    // Once nothing of that month is unfinished, the claim leaves it out again.
+    await waitFor('the span to narrow again', async () => (await claimSpan(env)).low === suffix(-1));
+  });
+
+  it('a retry brings an old failed run back into the claim span in its own transaction, and the run completes', async () => {
+    const env = await createEnv({ partitions: { dropAfter: false }, pollInterval: POLLING_OFF });
+    await waitFor('the startup pass of cyclone:recovery', () => lastTickAt(env, 'cyclone:recovery') !== null);
+    await makeOldMonth(env, 2024, 2);
+    const runId = await oldFailedRun(env, 2024, 2);
+    await env.app.get(RecoverySweeper).sweep();
+    expect((await claimSpan(env)).low).toBe(suffix(-1));
+
+    const client = new pg.Client({ connectionString: env.databaseUrl });
+    await client.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('SELECT cyclone_retry_steps($1, NULL)', [runId]);
+      const { rows } = await client.query(`SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS low FROM cyclone_claim_span`);
+      expect(rows[0].low).toBe('y2024m02');
+      await client.query('COMMIT');
+    } finally {
+      await client.end();
+    }
+    expect((await env.runUntilComplete(runId, { timeout: 10_000 })).state).toBe('completed');
+  });
+
+  it('a sweep narrowing the span while a retry commits keeps the retried run in it', async () => {
+    const env = await createEnv({ partitions: { dropAfter: false }, pollInterval: POLLING_OFF });
+    await waitFor('the startup pass of cyclone:recovery', () => lastTickAt(env, 'cyclone:recovery') !== null);
+    await makeOldMonth(env, 2024, 5);
+    const runId = await oldFailedRun(env, 2024, 5);
+    // Wider than the unfinished runs need, as just after a run of an old month finished.
+    await sql(env, `UPDATE cyclone_claim_span SET low = '00000000-0000-0000-0000-000000000000'`);
+
+    const retry = new pg.Client({ connectionString: env.databaseUrl });
+    const sweep = new pg.Client({ connectionString: env.databaseUrl });
+    await Promise.all([retry.connect(), sweep.connect()]);
+    try {
+      await retry.query('BEGIN');
+      await retry.query('SELECT cyclone_retry_steps($1, NULL)', [runId]);
+      // The sweep does not see the retry yet, so it would narrow the span: it waits for the retry's lock.
+      const { rows } = await sweep.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      const refreshed = sweep.query('SELECT cyclone_refresh_claim_span()');
+      await waitFor('the sweep to wait for the lock', async () => {
+        const query = `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`;
+        const [activity] = await sql<{ wait_event_type: string | null }>(env, query, [rows[0].pid]);
+        return activity.wait_event_type === 'Lock';
+      });
+      await retry.query('COMMIT');
+      await refreshed;
+    } finally {
+      await Promise.all([retry.end(), sweep.end()]);
+    }
+    expect((await claimSpan(env)).low).toBe('y2024m05');
+    expect((await env.runUntilComplete(runId, { timeout: 10_000 })).state).toBe('completed');
   });
 });

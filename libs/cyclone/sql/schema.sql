@@ -5,6 +5,14 @@
 
 CREATE SEQUENCE cyclone_steps_id_seq AS bigint;
 
+CREATE TABLE cyclone_claim_span (
+  only_row boolean NOT NULL DEFAULT true,
+  low uuid NOT NULL,
+  high uuid NOT NULL,
+  CONSTRAINT cyclone_claim_span_only_row_check CHECK (only_row),
+  CONSTRAINT cyclone_claim_span_pkey PRIMARY KEY (only_row)
+);
+
 CREATE TABLE cyclone_paused_queues (
   queue text NOT NULL,
   paused_at timestamp with time zone NOT NULL DEFAULT now(),
@@ -414,6 +422,8 @@ AS $function$
 #variable_conflict use_column
 DECLARE
   v_priority integer;
+  v_low      uuid;
+  v_high     uuid;
   v_runs     uuid[] := '{}';
   v_ids      bigint[] := '{}';
   v_left     integer := p_limit;
@@ -421,8 +431,10 @@ BEGIN
   IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
     RETURN;
   END IF;
+  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_claim_span s;
   SELECT c.priority INTO v_priority FROM cyclone_steps c
    WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
+     AND c.run_id >= v_low AND c.run_id < v_high
    ORDER BY c.priority DESC LIMIT 1;
   -- The same order as one scan: priority, then due time, then age.
   WHILE v_priority IS NOT NULL LOOP
@@ -430,7 +442,7 @@ BEGIN
       INTO v_runs, v_ids
       FROM (SELECT c.run_id, c.id FROM cyclone_steps c
              WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_priority
-               AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+               AND c.run_id >= v_low AND c.run_id < v_high AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
              ORDER BY c.scheduled_at, c.id
              LIMIT v_left
                FOR UPDATE SKIP LOCKED) c;
@@ -438,8 +450,12 @@ BEGIN
     EXIT WHEN v_left = 0;
     SELECT c.priority INTO v_priority FROM cyclone_steps c
      WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority < v_priority
+       AND c.run_id >= v_low AND c.run_id < v_high
      ORDER BY c.priority DESC LIMIT 1;
   END LOOP;
+  IF cardinality(v_ids) = 0 THEN
+    RETURN;
+  END IF;
   RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
 END $function$;
 
@@ -453,21 +469,24 @@ CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint
 AS $function$
 #variable_conflict use_column
 DECLARE
+  v_lo     uuid;
+  v_hi     uuid;
   v_runs   uuid[];
   v_ids    bigint[];
   v_gens   bigint[];
   v_done   uuid[];
   v_notify uuid[];
 BEGIN
+  SELECT b.lo, b.hi INTO v_lo, v_hi FROM cyclone_id_bounds(p_run_ids) b;
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
-  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) ORDER BY r.id FOR UPDATE;
+  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id BETWEEN v_lo AND v_hi ORDER BY r.id FOR UPDATE;
 
   WITH completed AS (
     UPDATE cyclone_steps s
        SET state = 'completed', output = t.output, error = NULL, error_kind = NULL,
            finished_at = now(), updated_at = now(), lease_expiry = NULL
       FROM unnest(p_run_ids, p_ids, p_generations, p_outputs) AS t(run_id, id, generation, output)
-     WHERE s.run_id = t.run_id AND s.id = t.id AND s.state = 'running'
+     WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id BETWEEN v_lo AND v_hi AND s.state = 'running'
        AND s.lease_owner = p_owner AND s.lease_generation = t.generation
        AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
     RETURNING s.run_id, s.id, s.lease_generation
@@ -482,7 +501,7 @@ BEGIN
   WITH finished AS (
     UPDATE cyclone_runs r
        SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
-     WHERE r.id = ANY (v_runs) AND r.workflow IS NULL AND r.state IN ('running', 'paused')
+     WHERE r.id = ANY (v_runs) AND r.id BETWEEN v_lo AND v_hi AND r.workflow IS NULL AND r.state IN ('running', 'paused')
     RETURNING r.id, r.notify_finish, r.unique_key
   ), freed AS (
     DELETE FROM cyclone_unique_keys k
@@ -685,6 +704,14 @@ BEGIN
   RETURN coalesce(cardinality(v_queues), 0);
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_id_bounds(p_ids uuid[], OUT lo uuid, OUT hi uuid)
+ RETURNS record
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT (SELECT u FROM unnest(p_ids) AS u ORDER BY u LIMIT 1), (SELECT u FROM unnest(p_ids) AS u ORDER BY u DESC LIMIT 1);
+$function$;
+
 CREATE OR REPLACE FUNCTION cyclone_keep_paused()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -695,6 +722,23 @@ BEGIN
     NEW.state := 'paused';
   END IF;
   RETURN NEW;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_live_span(OUT low uuid, OUT high uuid)
+ RETURNS record
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  SELECT cyclone_month_floor(least(this - interval '1 month', cyclone_run_month(oldest_running), cyclone_run_month(oldest_paused))),
+         cyclone_month_floor(greatest(this + interval '1 month', cyclone_run_month(newest_running), cyclone_run_month(newest_paused))
+                             + interval '1 month')
+    FROM (SELECT date_trunc('month', now() AT TIME ZONE 'UTC') AS this,
+                 (SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id LIMIT 1) AS oldest_running,
+                 (SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id LIMIT 1) AS oldest_paused,
+                 (SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id DESC LIMIT 1) AS newest_running,
+                 (SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id DESC LIMIT 1) AS newest_paused) live
+    INTO low, high;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_lock_flow(p_scope text)
@@ -852,6 +896,22 @@ BEGIN
   RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_refresh_claim_span()
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_low  uuid;
+  v_high uuid;
+BEGIN
+  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_live_span() s;
+  IF EXISTS (SELECT 1 FROM cyclone_claim_span c WHERE c.low = v_low AND c.high = v_high) THEN
+    RETURN;
+  END IF;
+  PERFORM 1 FROM cyclone_claim_span FOR UPDATE;
+  UPDATE cyclone_claim_span c SET low = s.low, high = s.high FROM cyclone_live_span() s;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[])
  RETURNS void
  LANGUAGE plpgsql
@@ -966,6 +1026,8 @@ BEGIN
     UPDATE cyclone_runs
        SET state = 'running', updated_at = now(), finished_at = NULL, delete_after = NULL
      WHERE id = p_run_id;
+    -- Its steps can be claimed again, also when its month has left the claim's span.
+    PERFORM cyclone_widen_claim_span(p_run_id);
     -- The run is unfinished again and takes its unique key back: a unique
     -- violation when another run took it meanwhile, which undoes the retry.
     INSERT INTO cyclone_unique_keys (unique_key, run_id)
@@ -978,6 +1040,15 @@ BEGIN
   END IF;
   RETURN v_count;
 END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_run_month(p_run_id uuid)
+ RETURNS timestamp without time zone
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT date_trunc('month', to_timestamp(('x' || substr(replace(p_run_id::text, '-', ''), 1, 12))::bit(48)::bigint / 1000.0)
+                             AT TIME ZONE 'UTC');
+$function$;
 
 CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass, p_on boolean)
  RETURNS void
@@ -1094,7 +1165,11 @@ CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[],
  SET enable_seqscan TO 'off'
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
+DECLARE
+  v_lo uuid;
+  v_hi uuid;
 BEGIN
+  SELECT b.lo, b.hi INTO v_lo, v_hi FROM cyclone_id_bounds(p_run_ids) b;
   RETURN QUERY
   UPDATE cyclone_steps s
      SET state = 'running',
@@ -1107,12 +1182,13 @@ BEGIN
          updated_at = now()
     FROM unnest(p_run_ids, p_ids) AS t(run_id, id), cyclone_runs r
    WHERE s.run_id = t.run_id AND s.id = t.id AND r.id = s.run_id
+     AND s.run_id BETWEEN v_lo AND v_hi AND r.id BETWEEN v_lo AND v_hi
   RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
             (extract(epoch FROM s.timeout) * 1000)::bigint,
             r.input,
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
-                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id BETWEEN v_lo AND v_hi)
             END,
             r.trace_context,
             (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;
@@ -1193,6 +1269,15 @@ BEGIN
   RETURN NEXT;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_widen_claim_span(p_run_id uuid)
+ RETURNS void
+ LANGUAGE sql
+AS $function$
+  UPDATE cyclone_claim_span
+     SET low  = least(low, cyclone_month_floor(cyclone_run_month(p_run_id))),
+         high = greatest(high, cyclone_month_floor(cyclone_run_month(p_run_id) + interval '1 month'));
+$function$;
+
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
@@ -1208,5 +1293,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (5, 'CycloneFlowCon
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (6, 'CycloneClaimPriorities1765267200000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (7, 'CyclonePartitionVacuum1765353600000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (8, 'CycloneClaimSpan1765440000000');
 
 SELECT cyclone_ensure_partitions(3);

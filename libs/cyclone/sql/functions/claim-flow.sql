@@ -21,7 +21,8 @@
 -- running, leased to p_owner, generation bumped, progress cleared, with the
 -- run's trace context and the wait since due, as the plain claim does.
 -- Joins by primary key must stay nested loops, whatever the statistics say
--- (see complete-steps.sql), hence the planner settings here and below.
+-- (see complete-steps.sql), hence the planner settings here and below. The
+-- bounds of the batch's run ids keep the other months out (live-months.sql).
 CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
@@ -29,7 +30,11 @@ RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer,
 LANGUAGE plpgsql
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
 AS $$
+DECLARE
+  v_lo uuid;
+  v_hi uuid;
 BEGIN
+  SELECT b.lo, b.hi INTO v_lo, v_hi FROM cyclone_id_bounds(p_run_ids) b;
   RETURN QUERY
   UPDATE cyclone_steps s
      SET state = 'running',
@@ -42,12 +47,13 @@ BEGIN
          updated_at = now()
     FROM unnest(p_run_ids, p_ids) AS t(run_id, id), cyclone_runs r
    WHERE s.run_id = t.run_id AND s.id = t.id AND r.id = s.run_id
+     AND s.run_id BETWEEN v_lo AND v_hi AND r.id BETWEEN v_lo AND v_hi
   RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
             (extract(epoch FROM s.timeout) * 1000)::bigint,
             r.input,
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
-                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
+                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id BETWEEN v_lo AND v_hi)
             END,
             r.trace_context,
             (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;

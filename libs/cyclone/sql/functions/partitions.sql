@@ -12,6 +12,13 @@ LANGUAGE sql IMMUTABLE AS $$
     FROM lpad(to_hex((extract(epoch FROM p_utc) * 1000)::bigint), 12, '0') AS ms;
 $$;
 
+-- The month (UTC) whose partitions hold a run: its id's 48-bit millisecond timestamp, truncated.
+CREATE OR REPLACE FUNCTION cyclone_run_month(p_run_id uuid) RETURNS timestamp
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT date_trunc('month', to_timestamp(('x' || substr(replace(p_run_id::text, '-', ''), 1, 12))::bit(48)::bigint / 1000.0)
+                             AT TIME ZONE 'UTC');
+$$;
+
 -- A month of steps is a queue as well as history: each claim leaves a dead
 -- entry at the head of the claim index (cyclone_steps_claim), which every
 -- later claim reads past until a vacuum removes it. By default autovacuum

@@ -49,6 +49,9 @@ SELECT queue, pg_notify('cyclone_wake', queue) AS wake
                  LIMIT 1000) due) queues`,
 );
 
+/** Narrows or widens the months the claim reads to those of the unfinished runs (sql/functions/live-months.sql). */
+export const REFRESH_CLAIM_SPAN = statement<[]>('cyclone_refresh_claim_span', /* sql */ `SELECT cyclone_refresh_claim_span()`);
+
 /** Moves a running step's lease into the past, for the test kit's expireLease. */
 export const EXPIRE_LEASE = statement<[runId: string, nodeId: string], { run_id: string; id: string }>(
   'cyclone_expire_lease',
