@@ -174,7 +174,7 @@ END $$;
 DROP FUNCTION IF EXISTS cyclone_widen_claim_span(uuid);
 DROP FUNCTION IF EXISTS cyclone_refresh_claim_span();
 DROP FUNCTION IF EXISTS cyclone_live_span();
-DROP FUNCTION IF EXISTS cyclone_id_bounds(uuid[]);
+DROP FUNCTION IF EXISTS cyclone_lowest_id(uuid[]);
 DROP FUNCTION IF EXISTS cyclone_run_month(uuid);
 DROP TABLE IF EXISTS cyclone_claim_span;
 

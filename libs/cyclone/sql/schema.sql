@@ -201,6 +201,8 @@ DECLARE
   v_running  jsonb := '{}';
   v_scope    text;
   v_n        integer;
+  v_low      uuid;
+  v_high     uuid;
 BEGIN
   IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
     next_cursor := p_cursor;
@@ -208,6 +210,8 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
+
+  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_claim_span s;
 
   -- The queue's lock before the kind's: every claim takes them in this order.
   IF p_queue_cap IS NOT NULL THEN
@@ -220,13 +224,16 @@ BEGIN
   -- Each count below is a statement of its own, so it sees every claim
   -- that held these locks before this one.
   IF p_queue_cap IS NOT NULL THEN
-    v_room := p_queue_cap - (SELECT count(*) FROM cyclone_steps s WHERE s.lease_expiry IS NOT NULL AND s.queue = p_queue);
+    v_room := p_queue_cap - (SELECT count(*) FROM cyclone_steps s
+                              WHERE s.lease_expiry IS NOT NULL AND s.queue = p_queue
+                                AND s.run_id >= v_low AND s.run_id < v_high);
     v_held := v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
   IF p_kind_cap IS NOT NULL THEN
     v_room := p_kind_cap - (SELECT count(*) FROM cyclone_steps s
-                             WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind);
+                             WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
+                               AND s.run_id >= v_low AND s.run_id < v_high);
     v_held := v_held OR v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
@@ -248,7 +255,7 @@ BEGIN
     SELECT array_agg(c.run_id), array_agg(c.id) INTO v_runs, v_ids
       FROM (SELECT s.run_id, s.id FROM cyclone_steps s
              WHERE s.state = 'available' AND s.flow_key IS NULL AND s.queue = p_queue AND s.kind = ANY (p_kinds)
-               AND s.scheduled_at <= now()
+               AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
              ORDER BY s.priority DESC, s.scheduled_at, s.id
              LIMIT v_free
                FOR UPDATE SKIP LOCKED) c;
@@ -266,7 +273,7 @@ BEGIN
     WITH picked AS (
       SELECT s.run_id, s.id FROM cyclone_steps s
        WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-         AND s.flow_key = '' AND s.scheduled_at <= now()
+         AND s.flow_key = '' AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
        ORDER BY s.priority DESC, s.scheduled_at, s.id
        LIMIT v_free
          FOR UPDATE SKIP LOCKED
@@ -281,7 +288,7 @@ BEGIN
            progress = NULL,
            updated_at = now()
       FROM picked, cyclone_runs r
-     WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
+     WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id AND s.run_id >= v_low AND r.id >= v_low
     RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
               (extract(epoch FROM s.timeout) * 1000)::bigint,
               r.input,
@@ -307,6 +314,7 @@ BEGIN
       SELECT coalesce(jsonb_object_agg(r.flow_key, r.n), '{}') INTO v_running
         FROM (SELECT s.flow_key, count(*) AS n FROM cyclone_steps s
                WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
+                 AND s.run_id >= v_low AND s.run_id < v_high
                GROUP BY s.flow_key) r;
     END IF;
     -- The keys with due work and room, round-robin from the one after the
@@ -316,17 +324,17 @@ BEGIN
       IF v_key IS NULL AND NOT v_wrapped THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > p_cursor AND s.scheduled_at <= now()
+           AND s.flow_key > p_cursor AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
          ORDER BY s.flow_key LIMIT 1;
       ELSIF v_key IS NULL THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.scheduled_at <= now()
+           AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
          ORDER BY s.flow_key LIMIT 1;
       ELSE
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > v_key AND s.scheduled_at <= now()
+           AND s.flow_key > v_key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
          ORDER BY s.flow_key LIMIT 1;
       END IF;
       IF v_next IS NULL THEN
@@ -368,7 +376,7 @@ BEGIN
      SELECT s.run_id, s.id, s.rate_key, row_number() OVER (ORDER BY s.priority DESC, s.scheduled_at, s.id) AS rn
        FROM cyclone_steps s
       WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-        AND s.flow_key = k.key AND s.scheduled_at <= now()
+        AND s.flow_key = k.key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
       ORDER BY s.priority DESC, s.scheduled_at, s.id
       LIMIT k.room) h;
 
@@ -395,7 +403,7 @@ BEGIN
   SELECT array_agg(c.run_id), array_agg(c.id), array_agg(c.rate_key) INTO v_runs, v_ids, v_rate
     FROM (SELECT s.run_id, s.id, s.rate_key FROM cyclone_steps s
             JOIN unnest(v_pick_r, v_pick_i) AS t(run_id, id) ON s.run_id = t.run_id AND s.id = t.id
-           WHERE s.state = 'available'
+           WHERE s.state = 'available' AND s.run_id >= v_low
              FOR UPDATE OF s SKIP LOCKED) c;
 
   IF p_rate_limit IS NOT NULL AND cardinality(v_ids) > 0 THEN
@@ -469,24 +477,22 @@ CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint
 AS $function$
 #variable_conflict use_column
 DECLARE
-  v_lo     uuid;
-  v_hi     uuid;
+  v_lo     uuid := cyclone_lowest_id(p_run_ids);
   v_runs   uuid[];
   v_ids    bigint[];
   v_gens   bigint[];
   v_done   uuid[];
   v_notify uuid[];
 BEGIN
-  SELECT b.lo, b.hi INTO v_lo, v_hi FROM cyclone_id_bounds(p_run_ids) b;
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
-  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id BETWEEN v_lo AND v_hi ORDER BY r.id FOR UPDATE;
+  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE;
 
   WITH completed AS (
     UPDATE cyclone_steps s
        SET state = 'completed', output = t.output, error = NULL, error_kind = NULL,
            finished_at = now(), updated_at = now(), lease_expiry = NULL
       FROM unnest(p_run_ids, p_ids, p_generations, p_outputs) AS t(run_id, id, generation, output)
-     WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id BETWEEN v_lo AND v_hi AND s.state = 'running'
+     WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id >= v_lo AND s.state = 'running'
        AND s.lease_owner = p_owner AND s.lease_generation = t.generation
        AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
     RETURNING s.run_id, s.id, s.lease_generation
@@ -501,7 +507,7 @@ BEGIN
   WITH finished AS (
     UPDATE cyclone_runs r
        SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
-     WHERE r.id = ANY (v_runs) AND r.id BETWEEN v_lo AND v_hi AND r.workflow IS NULL AND r.state IN ('running', 'paused')
+     WHERE r.id = ANY (v_runs) AND r.id >= v_lo AND r.workflow IS NULL AND r.state IN ('running', 'paused')
     RETURNING r.id, r.notify_finish, r.unique_key
   ), freed AS (
     DELETE FROM cyclone_unique_keys k
@@ -704,14 +710,6 @@ BEGIN
   RETURN coalesce(cardinality(v_queues), 0);
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_id_bounds(p_ids uuid[], OUT lo uuid, OUT hi uuid)
- RETURNS record
- LANGUAGE sql
- IMMUTABLE
-AS $function$
-  SELECT (SELECT u FROM unnest(p_ids) AS u ORDER BY u LIMIT 1), (SELECT u FROM unnest(p_ids) AS u ORDER BY u DESC LIMIT 1);
-$function$;
-
 CREATE OR REPLACE FUNCTION cyclone_keep_paused()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -760,6 +758,14 @@ CREATE OR REPLACE FUNCTION cyclone_lock_runs(p_run_ids uuid[])
  LANGUAGE sql
 AS $function$
   SELECT NULL FROM cyclone_runs WHERE id = ANY (p_run_ids) ORDER BY id FOR UPDATE;
+$function$;
+
+CREATE OR REPLACE FUNCTION cyclone_lowest_id(p_ids uuid[])
+ RETURNS uuid
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT u FROM unnest(p_ids) AS u ORDER BY u LIMIT 1;
 $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_month_floor(p_utc timestamp without time zone)
@@ -1166,10 +1172,8 @@ CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[],
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
-  v_lo uuid;
-  v_hi uuid;
+  v_lo uuid := cyclone_lowest_id(p_run_ids);
 BEGIN
-  SELECT b.lo, b.hi INTO v_lo, v_hi FROM cyclone_id_bounds(p_run_ids) b;
   RETURN QUERY
   UPDATE cyclone_steps s
      SET state = 'running',
@@ -1182,13 +1186,13 @@ BEGIN
          updated_at = now()
     FROM unnest(p_run_ids, p_ids) AS t(run_id, id), cyclone_runs r
    WHERE s.run_id = t.run_id AND s.id = t.id AND r.id = s.run_id
-     AND s.run_id BETWEEN v_lo AND v_hi AND r.id BETWEEN v_lo AND v_hi
+     AND s.run_id >= v_lo AND r.id >= v_lo
   RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
             (extract(epoch FROM s.timeout) * 1000)::bigint,
             r.input,
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
-                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id BETWEEN v_lo AND v_hi)
+                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id >= v_lo)
             END,
             r.trace_context,
             (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;

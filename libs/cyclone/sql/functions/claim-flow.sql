@@ -22,7 +22,7 @@
 -- run's trace context and the wait since due, as the plain claim does.
 -- Joins by primary key must stay nested loops, whatever the statistics say
 -- (see complete-steps.sql), hence the planner settings here and below. The
--- bounds of the batch's run ids keep the other months out (live-months.sql).
+-- months before the batch's oldest run are left out (live-months.sql).
 CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
@@ -31,10 +31,8 @@ LANGUAGE plpgsql
 SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-  v_lo uuid;
-  v_hi uuid;
+  v_lo uuid := cyclone_lowest_id(p_run_ids);
 BEGIN
-  SELECT b.lo, b.hi INTO v_lo, v_hi FROM cyclone_id_bounds(p_run_ids) b;
   RETURN QUERY
   UPDATE cyclone_steps s
      SET state = 'running',
@@ -47,13 +45,13 @@ BEGIN
          updated_at = now()
     FROM unnest(p_run_ids, p_ids) AS t(run_id, id), cyclone_runs r
    WHERE s.run_id = t.run_id AND s.id = t.id AND r.id = s.run_id
-     AND s.run_id BETWEEN v_lo AND v_hi AND r.id BETWEEN v_lo AND v_hi
+     AND s.run_id >= v_lo AND r.id >= v_lo
   RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
             (extract(epoch FROM s.timeout) * 1000)::bigint,
             r.input,
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
-                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id BETWEEN v_lo AND v_hi)
+                WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id >= v_lo)
             END,
             r.trace_context,
             (extract(epoch FROM now() - s.scheduled_at) * 1000)::float8;
@@ -72,6 +70,10 @@ END $$;
 -- with a long backlog costs the same as any other, and it takes its turn
 -- like any other. Within a key, and for a kind-wide limit, steps go in the
 -- plain claim order (priority, then scheduled_at, then insertion).
+--
+-- Every scan reads only the months of cyclone_claim_span: the steps it looks
+-- for, available or running, belong to unfinished runs. A join keyed by run
+-- id is bounded from below only (live-months.sql).
 CREATE OR REPLACE FUNCTION cyclone_claim_flow(
   p_queue text, p_kinds text[], p_limited boolean, p_keyed boolean, p_limit integer, p_owner text,
   p_lease_ttl_ms bigint, p_queue_cap integer, p_kind_cap integer, p_key_cap integer,
@@ -107,6 +109,8 @@ DECLARE
   v_running  jsonb := '{}';
   v_scope    text;
   v_n        integer;
+  v_low      uuid;
+  v_high     uuid;
 BEGIN
   IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
     next_cursor := p_cursor;
@@ -114,6 +118,8 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
+
+  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_claim_span s;
 
   -- The queue's lock before the kind's: every claim takes them in this order.
   IF p_queue_cap IS NOT NULL THEN
@@ -126,13 +132,16 @@ BEGIN
   -- Each count below is a statement of its own, so it sees every claim
   -- that held these locks before this one.
   IF p_queue_cap IS NOT NULL THEN
-    v_room := p_queue_cap - (SELECT count(*) FROM cyclone_steps s WHERE s.lease_expiry IS NOT NULL AND s.queue = p_queue);
+    v_room := p_queue_cap - (SELECT count(*) FROM cyclone_steps s
+                              WHERE s.lease_expiry IS NOT NULL AND s.queue = p_queue
+                                AND s.run_id >= v_low AND s.run_id < v_high);
     v_held := v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
   IF p_kind_cap IS NOT NULL THEN
     v_room := p_kind_cap - (SELECT count(*) FROM cyclone_steps s
-                             WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind);
+                             WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
+                               AND s.run_id >= v_low AND s.run_id < v_high);
     v_held := v_held OR v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
@@ -154,7 +163,7 @@ BEGIN
     SELECT array_agg(c.run_id), array_agg(c.id) INTO v_runs, v_ids
       FROM (SELECT s.run_id, s.id FROM cyclone_steps s
              WHERE s.state = 'available' AND s.flow_key IS NULL AND s.queue = p_queue AND s.kind = ANY (p_kinds)
-               AND s.scheduled_at <= now()
+               AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
              ORDER BY s.priority DESC, s.scheduled_at, s.id
              LIMIT v_free
                FOR UPDATE SKIP LOCKED) c;
@@ -172,7 +181,7 @@ BEGIN
     WITH picked AS (
       SELECT s.run_id, s.id FROM cyclone_steps s
        WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-         AND s.flow_key = '' AND s.scheduled_at <= now()
+         AND s.flow_key = '' AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
        ORDER BY s.priority DESC, s.scheduled_at, s.id
        LIMIT v_free
          FOR UPDATE SKIP LOCKED
@@ -187,7 +196,7 @@ BEGIN
            progress = NULL,
            updated_at = now()
       FROM picked, cyclone_runs r
-     WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id
+     WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id AND s.run_id >= v_low AND r.id >= v_low
     RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
               (extract(epoch FROM s.timeout) * 1000)::bigint,
               r.input,
@@ -213,6 +222,7 @@ BEGIN
       SELECT coalesce(jsonb_object_agg(r.flow_key, r.n), '{}') INTO v_running
         FROM (SELECT s.flow_key, count(*) AS n FROM cyclone_steps s
                WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
+                 AND s.run_id >= v_low AND s.run_id < v_high
                GROUP BY s.flow_key) r;
     END IF;
     -- The keys with due work and room, round-robin from the one after the
@@ -222,17 +232,17 @@ BEGIN
       IF v_key IS NULL AND NOT v_wrapped THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > p_cursor AND s.scheduled_at <= now()
+           AND s.flow_key > p_cursor AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
          ORDER BY s.flow_key LIMIT 1;
       ELSIF v_key IS NULL THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.scheduled_at <= now()
+           AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
          ORDER BY s.flow_key LIMIT 1;
       ELSE
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > v_key AND s.scheduled_at <= now()
+           AND s.flow_key > v_key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
          ORDER BY s.flow_key LIMIT 1;
       END IF;
       IF v_next IS NULL THEN
@@ -274,7 +284,7 @@ BEGIN
      SELECT s.run_id, s.id, s.rate_key, row_number() OVER (ORDER BY s.priority DESC, s.scheduled_at, s.id) AS rn
        FROM cyclone_steps s
       WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-        AND s.flow_key = k.key AND s.scheduled_at <= now()
+        AND s.flow_key = k.key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
       ORDER BY s.priority DESC, s.scheduled_at, s.id
       LIMIT k.room) h;
 
@@ -301,7 +311,7 @@ BEGIN
   SELECT array_agg(c.run_id), array_agg(c.id), array_agg(c.rate_key) INTO v_runs, v_ids, v_rate
     FROM (SELECT s.run_id, s.id, s.rate_key FROM cyclone_steps s
             JOIN unnest(v_pick_r, v_pick_i) AS t(run_id, id) ON s.run_id = t.run_id AND s.id = t.id
-           WHERE s.state = 'available'
+           WHERE s.state = 'available' AND s.run_id >= v_low
              FOR UPDATE OF s SKIP LOCKED) c;
 
   IF p_rate_limit IS NOT NULL AND cardinality(v_ids) > 0 THEN

@@ -13,8 +13,8 @@
 -- partitions costs about a millisecond to plan); made without the batch in
 -- view, and on a young table (never analysed) or a freshly vacuumed one, the
 -- statistics could make a hash join over a whole scan look cheaper, so the
--- joins are held to nested loops over the primary key, and the bounds of the
--- batch's run ids keep the other months out (live-months.sql).
+-- joins are held to nested loops over the primary key, and the months before
+-- the batch's oldest run are left out (live-months.sql).
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text,
                                                   p_generations bigint[], p_outputs jsonb[])
 RETURNS TABLE (id bigint, generation bigint)
@@ -23,24 +23,22 @@ SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_me
 AS $$
 #variable_conflict use_column
 DECLARE
-  v_lo     uuid;
-  v_hi     uuid;
+  v_lo     uuid := cyclone_lowest_id(p_run_ids);
   v_runs   uuid[];
   v_ids    bigint[];
   v_gens   bigint[];
   v_done   uuid[];
   v_notify uuid[];
 BEGIN
-  SELECT b.lo, b.hi INTO v_lo, v_hi FROM cyclone_id_bounds(p_run_ids) b;
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
-  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id BETWEEN v_lo AND v_hi ORDER BY r.id FOR UPDATE;
+  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE;
 
   WITH completed AS (
     UPDATE cyclone_steps s
        SET state = 'completed', output = t.output, error = NULL, error_kind = NULL,
            finished_at = now(), updated_at = now(), lease_expiry = NULL
       FROM unnest(p_run_ids, p_ids, p_generations, p_outputs) AS t(run_id, id, generation, output)
-     WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id BETWEEN v_lo AND v_hi AND s.state = 'running'
+     WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id >= v_lo AND s.state = 'running'
        AND s.lease_owner = p_owner AND s.lease_generation = t.generation
        AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
     RETURNING s.run_id, s.id, s.lease_generation
@@ -55,7 +53,7 @@ BEGIN
   WITH finished AS (
     UPDATE cyclone_runs r
        SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
-     WHERE r.id = ANY (v_runs) AND r.id BETWEEN v_lo AND v_hi AND r.workflow IS NULL AND r.state IN ('running', 'paused')
+     WHERE r.id = ANY (v_runs) AND r.id >= v_lo AND r.workflow IS NULL AND r.state IN ('running', 'paused')
     RETURNING r.id, r.notify_finish, r.unique_key
   ), freed AS (
     DELETE FROM cyclone_unique_keys k
