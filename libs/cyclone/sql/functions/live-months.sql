@@ -9,12 +9,14 @@
 -- (cyclone_lowest_id): history lies there. Only from below: with both bounds,
 -- the planner takes the range for a few rows, and on a young table its kept
 -- plan read the range once and compared every pair (a batch of 300, 45,000
--- times) instead of looking each step up by its key. The claim's scans are keyed by queue, not by run: they
--- read the months between cyclone_claim_span's low (inclusive) and high
--- (exclusive), which hold every running or paused run, and so every step that
--- can be claimed: an available step's run is unfinished. The span is never
--- narrower than the month before this one to the month after it, so new runs
--- fall inside it.
+-- times) instead of looking each step up by its key.
+--
+-- The claim's scans are keyed by queue, not by run: they read the months
+-- between cyclone_claim_span's low (inclusive) and high (exclusive), which
+-- hold every running or paused run, and so every step that can be claimed or
+-- is running: such a step's run is unfinished. The span is never narrower
+-- than the month before this one to the month after it, so new runs fall
+-- inside it.
 --
 -- The span is recomputed by every client's recovery sweep
 -- (cyclone_refresh_claim_span). A run comes back from failed only through a
