@@ -113,14 +113,13 @@ async function oldRun(env: CycloneTestEnv, year: number, month: number, state: s
   return id;
 }
 
-/** The months the claim reads, as partition suffixes: from `low` up to, not including, `high`. */
-async function claimSpan(env: CycloneTestEnv): Promise<{ low: string; high: string }> {
-  const [span] = await sql<{ low: string; high: string }>(
+/** The first month the claim reads, as a partition suffix. */
+async function claimFloor(env: CycloneTestEnv): Promise<string> {
+  const [floor] = await sql<{ month: string }>(
     env,
-    `SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS low, to_char(cyclone_run_month(high), '"y"YYYY"m"MM') AS high
-       FROM cyclone_claim_span`,
+    `SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS month FROM cyclone_claim_floor`,
   );
-  return span;
+  return floor.month;
 }
 
 /** A failed run of that month whose one step was discarded, as a retry finds it. */
@@ -316,8 +315,8 @@ describe('the months the hot paths read', () => {
   it('a claim reads no more with months of history; a run written by hand in an old month is claimed from the next sweep on', async () => {
     const env = await createEnv({ partitions: { dropAfter: false } });
     await waitFor('the startup pass of cyclone:recovery', () => lastTickAt(env, 'cyclone:recovery') !== null);
-    // The month before this one up to the one after next: where new runs land, also from a clock a little off.
-    expect(await claimSpan(env)).toEqual({ low: suffix(-1), high: suffix(2) });
+    // From the month before this one: where new runs land, also from a clock a little behind.
+    expect(await claimFloor(env)).toBe(suffix(-1));
     const fresh = await claimReads(env.databaseUrl, 'echo', 50, 0);
     for (let m = 1; m <= 6; m += 1) await makeOldMonth(env, 2024, m);
     expect(await claimReads(env.databaseUrl, 'echo', 50, 0)).toBe(fresh);
@@ -325,24 +324,24 @@ describe('the months the hot paths read', () => {
     const live = await oldRun(env, 2024, 3, 'running', null);
     expect((await env.runUntilComplete(live, { timeout: 10_000 })).state).toBe('completed');
     // Once nothing of that month is unfinished, the claim leaves it out again.
-    await waitFor('the span to narrow again', async () => (await claimSpan(env)).low === suffix(-1));
+    await waitFor('the floor to rise again', async () => (await claimFloor(env)) === suffix(-1));
   });
 
-  it('a retry brings an old failed run back into the claim span in its own transaction, and the run completes', async () => {
+  it('a retry of an old failed run lowers the claim floor in its own transaction, and the run completes', async () => {
     const env = await createEnv({ partitions: { dropAfter: false }, pollInterval: POLLING_OFF });
     await waitFor('the startup pass of cyclone:recovery', () => lastTickAt(env, 'cyclone:recovery') !== null);
     await makeOldMonth(env, 2024, 2);
     const runId = await oldFailedRun(env, 2024, 2);
     await env.app.get(RecoverySweeper).sweep();
-    expect((await claimSpan(env)).low).toBe(suffix(-1));
+    expect(await claimFloor(env)).toBe(suffix(-1));
 
     const client = new pg.Client({ connectionString: env.databaseUrl });
     await client.connect();
     try {
       await client.query('BEGIN');
       await client.query('SELECT cyclone_retry_steps($1, NULL)', [runId]);
-      const { rows } = await client.query(`SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS low FROM cyclone_claim_span`);
-      expect(rows[0].low).toBe('y2024m02');
+      const { rows } = await client.query(`SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS month FROM cyclone_claim_floor`);
+      expect(rows[0].month).toBe('y2024m02');
       await client.query('COMMIT');
     } finally {
       await client.end();
@@ -350,13 +349,13 @@ describe('the months the hot paths read', () => {
     expect((await env.runUntilComplete(runId, { timeout: 10_000 })).state).toBe('completed');
   });
 
-  it('a sweep narrowing the span while a retry commits keeps the retried run in it', async () => {
+  it('a sweep raising the floor while a retry commits keeps the retried run below it', async () => {
     const env = await createEnv({ partitions: { dropAfter: false }, pollInterval: POLLING_OFF });
     await waitFor('the startup pass of cyclone:recovery', () => lastTickAt(env, 'cyclone:recovery') !== null);
     await makeOldMonth(env, 2024, 5);
     const runId = await oldFailedRun(env, 2024, 5);
-    // Wider than the unfinished runs need, as just after a run of an old month finished.
-    await sql(env, `UPDATE cyclone_claim_span SET low = '00000000-0000-0000-0000-000000000000'`);
+    // Lower than the unfinished runs need, as just after a run of an old month finished.
+    await sql(env, `UPDATE cyclone_claim_floor SET low = '00000000-0000-0000-0000-000000000000'`);
 
     const retry = new pg.Client({ connectionString: env.databaseUrl });
     const sweep = new pg.Client({ connectionString: env.databaseUrl });
@@ -364,9 +363,9 @@ describe('the months the hot paths read', () => {
     try {
       await retry.query('BEGIN');
       await retry.query('SELECT cyclone_retry_steps($1, NULL)', [runId]);
-      // The sweep does not see the retry yet, so it would narrow the span: it waits for the retry's lock.
+      // The sweep does not see the retry yet, so it would raise the floor: it waits for the retry's lock.
       const { rows } = await sweep.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      const refreshed = sweep.query('SELECT cyclone_refresh_claim_span()');
+      const refreshed = sweep.query('SELECT cyclone_refresh_claim_floor()');
       await waitFor('the sweep to wait for the lock', async () => {
         const query = `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`;
         const [activity] = await sql<{ wait_event_type: string | null }>(env, query, [rows[0].pid]);
@@ -377,7 +376,7 @@ describe('the months the hot paths read', () => {
     } finally {
       await Promise.all([retry.end(), sweep.end()]);
     }
-    expect((await claimSpan(env)).low).toBe('y2024m05');
+    expect(await claimFloor(env)).toBe('y2024m05');
     expect((await env.runUntilComplete(runId, { timeout: 10_000 })).state).toBe('completed');
   });
 });

@@ -5,12 +5,11 @@
 
 CREATE SEQUENCE cyclone_steps_id_seq AS bigint;
 
-CREATE TABLE cyclone_claim_span (
+CREATE TABLE cyclone_claim_floor (
   only_row boolean NOT NULL DEFAULT true,
   low uuid NOT NULL,
-  high uuid NOT NULL,
-  CONSTRAINT cyclone_claim_span_only_row_check CHECK (only_row),
-  CONSTRAINT cyclone_claim_span_pkey PRIMARY KEY (only_row)
+  CONSTRAINT cyclone_claim_floor_only_row_check CHECK (only_row),
+  CONSTRAINT cyclone_claim_floor_pkey PRIMARY KEY (only_row)
 );
 
 CREATE TABLE cyclone_paused_queues (
@@ -202,7 +201,6 @@ DECLARE
   v_scope    text;
   v_n        integer;
   v_low      uuid;
-  v_high     uuid;
 BEGIN
   IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
     next_cursor := p_cursor;
@@ -211,7 +209,7 @@ BEGIN
     RETURN;
   END IF;
 
-  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_claim_span s;
+  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
 
   -- The queue's lock before the kind's: every claim takes them in this order.
   IF p_queue_cap IS NOT NULL THEN
@@ -226,14 +224,14 @@ BEGIN
   IF p_queue_cap IS NOT NULL THEN
     v_room := p_queue_cap - (SELECT count(*) FROM cyclone_steps s
                               WHERE s.lease_expiry IS NOT NULL AND s.queue = p_queue
-                                AND s.run_id >= v_low AND s.run_id < v_high);
+                                AND s.run_id >= v_low);
     v_held := v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
   IF p_kind_cap IS NOT NULL THEN
     v_room := p_kind_cap - (SELECT count(*) FROM cyclone_steps s
                              WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
-                               AND s.run_id >= v_low AND s.run_id < v_high);
+                               AND s.run_id >= v_low);
     v_held := v_held OR v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
@@ -255,7 +253,7 @@ BEGIN
     SELECT array_agg(c.run_id), array_agg(c.id) INTO v_runs, v_ids
       FROM (SELECT s.run_id, s.id FROM cyclone_steps s
              WHERE s.state = 'available' AND s.flow_key IS NULL AND s.queue = p_queue AND s.kind = ANY (p_kinds)
-               AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+               AND s.scheduled_at <= now() AND s.run_id >= v_low
              ORDER BY s.priority DESC, s.scheduled_at, s.id
              LIMIT v_free
                FOR UPDATE SKIP LOCKED) c;
@@ -273,7 +271,7 @@ BEGIN
     WITH picked AS (
       SELECT s.run_id, s.id FROM cyclone_steps s
        WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-         AND s.flow_key = '' AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+         AND s.flow_key = '' AND s.scheduled_at <= now() AND s.run_id >= v_low
        ORDER BY s.priority DESC, s.scheduled_at, s.id
        LIMIT v_free
          FOR UPDATE SKIP LOCKED
@@ -314,7 +312,7 @@ BEGIN
       SELECT coalesce(jsonb_object_agg(r.flow_key, r.n), '{}') INTO v_running
         FROM (SELECT s.flow_key, count(*) AS n FROM cyclone_steps s
                WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
-                 AND s.run_id >= v_low AND s.run_id < v_high
+                 AND s.run_id >= v_low
                GROUP BY s.flow_key) r;
     END IF;
     -- The keys with due work and room, round-robin from the one after the
@@ -324,17 +322,17 @@ BEGIN
       IF v_key IS NULL AND NOT v_wrapped THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > p_cursor AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+           AND s.flow_key > p_cursor AND s.scheduled_at <= now() AND s.run_id >= v_low
          ORDER BY s.flow_key LIMIT 1;
       ELSIF v_key IS NULL THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+           AND s.scheduled_at <= now() AND s.run_id >= v_low
          ORDER BY s.flow_key LIMIT 1;
       ELSE
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > v_key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+           AND s.flow_key > v_key AND s.scheduled_at <= now() AND s.run_id >= v_low
          ORDER BY s.flow_key LIMIT 1;
       END IF;
       IF v_next IS NULL THEN
@@ -376,7 +374,7 @@ BEGIN
      SELECT s.run_id, s.id, s.rate_key, row_number() OVER (ORDER BY s.priority DESC, s.scheduled_at, s.id) AS rn
        FROM cyclone_steps s
       WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-        AND s.flow_key = k.key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+        AND s.flow_key = k.key AND s.scheduled_at <= now() AND s.run_id >= v_low
       ORDER BY s.priority DESC, s.scheduled_at, s.id
       LIMIT k.room) h;
 
@@ -431,7 +429,6 @@ AS $function$
 DECLARE
   v_priority integer;
   v_low      uuid;
-  v_high     uuid;
   v_runs     uuid[] := '{}';
   v_ids      bigint[] := '{}';
   v_left     integer := p_limit;
@@ -439,10 +436,10 @@ BEGIN
   IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
     RETURN;
   END IF;
-  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_claim_span s;
+  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
   SELECT c.priority INTO v_priority FROM cyclone_steps c
    WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
-     AND c.run_id >= v_low AND c.run_id < v_high
+     AND c.run_id >= v_low
    ORDER BY c.priority DESC LIMIT 1;
   -- The same order as one scan: priority, then due time, then age.
   WHILE v_priority IS NOT NULL LOOP
@@ -450,7 +447,7 @@ BEGIN
       INTO v_runs, v_ids
       FROM (SELECT c.run_id, c.id FROM cyclone_steps c
              WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_priority
-               AND c.run_id >= v_low AND c.run_id < v_high AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+               AND c.run_id >= v_low AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
              ORDER BY c.scheduled_at, c.id
              LIMIT v_left
                FOR UPDATE SKIP LOCKED) c;
@@ -458,7 +455,7 @@ BEGIN
     EXIT WHEN v_left = 0;
     SELECT c.priority INTO v_priority FROM cyclone_steps c
      WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority < v_priority
-       AND c.run_id >= v_low AND c.run_id < v_high
+       AND c.run_id >= v_low
      ORDER BY c.priority DESC LIMIT 1;
   END LOOP;
   IF cardinality(v_ids) = 0 THEN
@@ -722,21 +719,15 @@ BEGIN
   RETURN NEW;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_live_span(OUT low uuid, OUT high uuid)
- RETURNS record
+CREATE OR REPLACE FUNCTION cyclone_live_floor()
+ RETURNS uuid
  LANGUAGE plpgsql
  STABLE
 AS $function$
 BEGIN
-  SELECT cyclone_month_floor(least(this - interval '1 month', cyclone_run_month(oldest_running), cyclone_run_month(oldest_paused))),
-         cyclone_month_floor(greatest(this + interval '1 month', cyclone_run_month(newest_running), cyclone_run_month(newest_paused))
-                             + interval '1 month')
-    FROM (SELECT date_trunc('month', now() AT TIME ZONE 'UTC') AS this,
-                 (SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id LIMIT 1) AS oldest_running,
-                 (SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id LIMIT 1) AS oldest_paused,
-                 (SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id DESC LIMIT 1) AS newest_running,
-                 (SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id DESC LIMIT 1) AS newest_paused) live
-    INTO low, high;
+  RETURN cyclone_month_floor(least(date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month',
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id LIMIT 1)),
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id LIMIT 1))));
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_lock_flow(p_scope text)
@@ -759,6 +750,14 @@ CREATE OR REPLACE FUNCTION cyclone_lock_runs(p_run_ids uuid[])
 AS $function$
   SELECT NULL FROM cyclone_runs WHERE id = ANY (p_run_ids) ORDER BY id FOR UPDATE;
 $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_lower_claim_floor(p_run_id uuid)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  UPDATE cyclone_claim_floor SET low = least(low, cyclone_month_floor(cyclone_run_month(p_run_id)));
+END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_lowest_id(p_ids uuid[])
  RETURNS uuid
@@ -902,20 +901,16 @@ BEGIN
   RETURN NULL;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_refresh_claim_span()
+CREATE OR REPLACE FUNCTION cyclone_refresh_claim_floor()
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
-DECLARE
-  v_low  uuid;
-  v_high uuid;
 BEGIN
-  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_live_span() s;
-  IF EXISTS (SELECT 1 FROM cyclone_claim_span c WHERE c.low = v_low AND c.high = v_high) THEN
+  IF EXISTS (SELECT 1 FROM cyclone_claim_floor f WHERE f.low = cyclone_live_floor()) THEN
     RETURN;
   END IF;
-  PERFORM 1 FROM cyclone_claim_span FOR UPDATE;
-  UPDATE cyclone_claim_span c SET low = s.low, high = s.high FROM cyclone_live_span() s;
+  PERFORM 1 FROM cyclone_claim_floor FOR UPDATE;
+  UPDATE cyclone_claim_floor SET low = cyclone_live_floor();
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[])
@@ -1032,8 +1027,8 @@ BEGIN
     UPDATE cyclone_runs
        SET state = 'running', updated_at = now(), finished_at = NULL, delete_after = NULL
      WHERE id = p_run_id;
-    -- Its steps can be claimed again, also when its month has left the claim's span.
-    PERFORM cyclone_widen_claim_span(p_run_id);
+    -- Its steps can be claimed again, also when its month is below the claim's floor.
+    PERFORM cyclone_lower_claim_floor(p_run_id);
     -- The run is unfinished again and takes its unique key back: a unique
     -- violation when another run took it meanwhile, which undoes the retry.
     INSERT INTO cyclone_unique_keys (unique_key, run_id)
@@ -1273,15 +1268,6 @@ BEGIN
   RETURN NEXT;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_widen_claim_span(p_run_id uuid)
- RETURNS void
- LANGUAGE sql
-AS $function$
-  UPDATE cyclone_claim_span
-     SET low  = least(low, cyclone_month_floor(cyclone_run_month(p_run_id))),
-         high = greatest(high, cyclone_month_floor(cyclone_run_month(p_run_id) + interval '1 month'));
-$function$;
-
 CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
@@ -1298,6 +1284,6 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (6, 'CycloneClaimPr
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (7, 'CyclonePartitionVacuum1765353600000');
 
-INSERT INTO cyclone_schema_migrations (version, name) VALUES (8, 'CycloneClaimSpan1765440000000');
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (8, 'CycloneClaimFloor1765440000000');
 
 SELECT cyclone_ensure_partitions(3);

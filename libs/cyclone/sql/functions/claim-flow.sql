@@ -71,9 +71,8 @@ END $$;
 -- like any other. Within a key, and for a kind-wide limit, steps go in the
 -- plain claim order (priority, then scheduled_at, then insertion).
 --
--- Every scan reads only the months of cyclone_claim_span: the steps it looks
--- for, available or running, belong to unfinished runs. A join keyed by run
--- id is bounded from below only (live-months.sql).
+-- Every scan reads only the months from cyclone_claim_floor on: the steps it
+-- looks for, available or running, belong to unfinished runs (live-months.sql).
 CREATE OR REPLACE FUNCTION cyclone_claim_flow(
   p_queue text, p_kinds text[], p_limited boolean, p_keyed boolean, p_limit integer, p_owner text,
   p_lease_ttl_ms bigint, p_queue_cap integer, p_kind_cap integer, p_key_cap integer,
@@ -110,7 +109,6 @@ DECLARE
   v_scope    text;
   v_n        integer;
   v_low      uuid;
-  v_high     uuid;
 BEGIN
   IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
     next_cursor := p_cursor;
@@ -119,7 +117,7 @@ BEGIN
     RETURN;
   END IF;
 
-  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_claim_span s;
+  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
 
   -- The queue's lock before the kind's: every claim takes them in this order.
   IF p_queue_cap IS NOT NULL THEN
@@ -134,14 +132,14 @@ BEGIN
   IF p_queue_cap IS NOT NULL THEN
     v_room := p_queue_cap - (SELECT count(*) FROM cyclone_steps s
                               WHERE s.lease_expiry IS NOT NULL AND s.queue = p_queue
-                                AND s.run_id >= v_low AND s.run_id < v_high);
+                                AND s.run_id >= v_low);
     v_held := v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
   IF p_kind_cap IS NOT NULL THEN
     v_room := p_kind_cap - (SELECT count(*) FROM cyclone_steps s
                              WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
-                               AND s.run_id >= v_low AND s.run_id < v_high);
+                               AND s.run_id >= v_low);
     v_held := v_held OR v_room < v_free;
     v_free := least(v_free, v_room);
   END IF;
@@ -163,7 +161,7 @@ BEGIN
     SELECT array_agg(c.run_id), array_agg(c.id) INTO v_runs, v_ids
       FROM (SELECT s.run_id, s.id FROM cyclone_steps s
              WHERE s.state = 'available' AND s.flow_key IS NULL AND s.queue = p_queue AND s.kind = ANY (p_kinds)
-               AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+               AND s.scheduled_at <= now() AND s.run_id >= v_low
              ORDER BY s.priority DESC, s.scheduled_at, s.id
              LIMIT v_free
                FOR UPDATE SKIP LOCKED) c;
@@ -181,7 +179,7 @@ BEGIN
     WITH picked AS (
       SELECT s.run_id, s.id FROM cyclone_steps s
        WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-         AND s.flow_key = '' AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+         AND s.flow_key = '' AND s.scheduled_at <= now() AND s.run_id >= v_low
        ORDER BY s.priority DESC, s.scheduled_at, s.id
        LIMIT v_free
          FOR UPDATE SKIP LOCKED
@@ -222,7 +220,7 @@ BEGIN
       SELECT coalesce(jsonb_object_agg(r.flow_key, r.n), '{}') INTO v_running
         FROM (SELECT s.flow_key, count(*) AS n FROM cyclone_steps s
                WHERE s.lease_expiry IS NOT NULL AND s.flow_key IS NOT NULL AND s.kind = v_kind
-                 AND s.run_id >= v_low AND s.run_id < v_high
+                 AND s.run_id >= v_low
                GROUP BY s.flow_key) r;
     END IF;
     -- The keys with due work and room, round-robin from the one after the
@@ -232,17 +230,17 @@ BEGIN
       IF v_key IS NULL AND NOT v_wrapped THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > p_cursor AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+           AND s.flow_key > p_cursor AND s.scheduled_at <= now() AND s.run_id >= v_low
          ORDER BY s.flow_key LIMIT 1;
       ELSIF v_key IS NULL THEN
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+           AND s.scheduled_at <= now() AND s.run_id >= v_low
          ORDER BY s.flow_key LIMIT 1;
       ELSE
         SELECT s.flow_key INTO v_next FROM cyclone_steps s
          WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-           AND s.flow_key > v_key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+           AND s.flow_key > v_key AND s.scheduled_at <= now() AND s.run_id >= v_low
          ORDER BY s.flow_key LIMIT 1;
       END IF;
       IF v_next IS NULL THEN
@@ -284,7 +282,7 @@ BEGIN
      SELECT s.run_id, s.id, s.rate_key, row_number() OVER (ORDER BY s.priority DESC, s.scheduled_at, s.id) AS rn
        FROM cyclone_steps s
       WHERE s.state = 'available' AND s.flow_key IS NOT NULL AND s.queue = p_queue AND s.kind = v_kind
-        AND s.flow_key = k.key AND s.scheduled_at <= now() AND s.run_id >= v_low AND s.run_id < v_high
+        AND s.flow_key = k.key AND s.scheduled_at <= now() AND s.run_id >= v_low
       ORDER BY s.priority DESC, s.scheduled_at, s.id
       LIMIT k.room) h;
 

@@ -28,8 +28,8 @@
 -- index, and the next priority is found by one probe. Queues use few
 -- priorities, so a claim makes few probes.
 --
--- Every scan reads only the months of cyclone_claim_span, which hold every
--- step that can be claimed (live-months.sql).
+-- Every scan reads only the months from cyclone_claim_floor on, which hold
+-- every step that can be claimed (live-months.sql).
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
                                                p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
@@ -42,7 +42,6 @@ AS $$
 DECLARE
   v_priority integer;
   v_low      uuid;
-  v_high     uuid;
   v_runs     uuid[] := '{}';
   v_ids      bigint[] := '{}';
   v_left     integer := p_limit;
@@ -50,10 +49,10 @@ BEGIN
   IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
     RETURN;
   END IF;
-  SELECT s.low, s.high INTO v_low, v_high FROM cyclone_claim_span s;
+  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
   SELECT c.priority INTO v_priority FROM cyclone_steps c
    WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
-     AND c.run_id >= v_low AND c.run_id < v_high
+     AND c.run_id >= v_low
    ORDER BY c.priority DESC LIMIT 1;
   -- The same order as one scan: priority, then due time, then age.
   WHILE v_priority IS NOT NULL LOOP
@@ -61,7 +60,7 @@ BEGIN
       INTO v_runs, v_ids
       FROM (SELECT c.run_id, c.id FROM cyclone_steps c
              WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_priority
-               AND c.run_id >= v_low AND c.run_id < v_high AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
+               AND c.run_id >= v_low AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
              ORDER BY c.scheduled_at, c.id
              LIMIT v_left
                FOR UPDATE SKIP LOCKED) c;
@@ -69,7 +68,7 @@ BEGIN
     EXIT WHEN v_left = 0;
     SELECT c.priority INTO v_priority FROM cyclone_steps c
      WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority < v_priority
-       AND c.run_id >= v_low AND c.run_id < v_high
+       AND c.run_id >= v_low
      ORDER BY c.priority DESC LIMIT 1;
   END LOOP;
   IF cardinality(v_ids) = 0 THEN

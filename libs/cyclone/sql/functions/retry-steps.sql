@@ -36,8 +36,8 @@ BEGIN
     UPDATE cyclone_runs
        SET state = 'running', updated_at = now(), finished_at = NULL, delete_after = NULL
      WHERE id = p_run_id;
-    -- Its steps can be claimed again, also when its month has left the claim's span.
-    PERFORM cyclone_widen_claim_span(p_run_id);
+    -- Its steps can be claimed again, also when its month is below the claim's floor.
+    PERFORM cyclone_lower_claim_floor(p_run_id);
     -- The run is unfinished again and takes its unique key back: a unique
     -- violation when another run took it meanwhile, which undoes the retry.
     INSERT INTO cyclone_unique_keys (unique_key, run_id)

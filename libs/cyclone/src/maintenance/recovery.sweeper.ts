@@ -4,7 +4,7 @@ import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { Loop } from '../common/loop.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
-import { RECOVERED_ERROR, RECOVERY_CANDIDATES, RECOVER_STEP, REFRESH_CLAIM_SPAN, REWAKE_STALE_QUEUES } from '../sql/recovery.sql.js';
+import { RECOVERED_ERROR, RECOVERY_CANDIDATES, RECOVER_STEP, REFRESH_CLAIM_FLOOR, REWAKE_STALE_QUEUES } from '../sql/recovery.sql.js';
 import type { ErrorKind } from '../sql/names.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { StepFinished } from '../runtime/engine-events.js';
@@ -24,7 +24,7 @@ export type RecoveryOutcome = 'timeout' | 'timeout_discarded' | 'reclaimed' | 'r
  * settled by one call that locks the run, then the step, and re-checks, so
  * replicas sweeping together never apply an outcome twice. Each pass also
  * re-wakes queues whose due steps sat unclaimed, for wake-ups that were lost,
- * and keeps the claim's span on the months of the unfinished runs.
+ * and keeps the claim's floor at the month of the oldest unfinished run.
  */
 @Injectable()
 export class RecoverySweeper implements MaintenanceService {
@@ -81,7 +81,7 @@ export class RecoverySweeper implements MaintenanceService {
     // Several poll ticks without a claim: every live worker should have looked by then.
     const [, maxPollMs] = this.options.pollIntervalMs;
     await this.database.query(REWAKE_STALE_QUEUES, [Math.max(5 * maxPollMs, 5_000)]);
-    await this.database.query(REFRESH_CLAIM_SPAN, []);
+    await this.database.query(REFRESH_CLAIM_FLOOR, []);
     return outcomes;
   }
 }

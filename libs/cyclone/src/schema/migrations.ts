@@ -60,7 +60,7 @@ export class CyclonePartitionVacuum1765353600000 extends sqlMigration(
   'CyclonePartitionVacuum1765353600000',
   '0007-partition-vacuum',
 ) {}
-export class CycloneClaimSpan1765440000000 extends sqlMigration(8, 'CycloneClaimSpan1765440000000', '0008-claim-span') {}
+export class CycloneClaimFloor1765440000000 extends sqlMigration(8, 'CycloneClaimFloor1765440000000', '0008-claim-floor') {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -75,7 +75,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneFlowControl1765180800000,
   CycloneClaimPriorities1765267200000,
   CyclonePartitionVacuum1765353600000,
-  CycloneClaimSpan1765440000000,
+  CycloneClaimFloor1765440000000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

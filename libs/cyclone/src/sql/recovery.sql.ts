@@ -49,8 +49,8 @@ SELECT queue, pg_notify('cyclone_wake', queue) AS wake
                  LIMIT 1000) due) queues`,
 );
 
-/** Narrows or widens the months the claim reads to those of the unfinished runs (sql/functions/live-months.sql). */
-export const REFRESH_CLAIM_SPAN = statement<[]>('cyclone_refresh_claim_span', /* sql */ `SELECT cyclone_refresh_claim_span()`);
+/** Moves the claim's floor to the month of the oldest unfinished run (sql/functions/live-months.sql). */
+export const REFRESH_CLAIM_FLOOR = statement<[]>('cyclone_refresh_claim_floor', /* sql */ `SELECT cyclone_refresh_claim_floor()`);
 
 /** Moves a running step's lease into the past, for the test kit's expireLease. */
 export const EXPIRE_LEASE = statement<[runId: string, nodeId: string], { run_id: string; id: string }>(

@@ -1,5 +1,5 @@
 -- Restores the claim, the start and completion of steps and the retry as
--- version 7 defined them, reading every month, and drops the claim's span.
+-- version 7 defined them, reading every month, and drops the claim's floor.
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
                                                p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
@@ -171,11 +171,11 @@ BEGIN
   RETURN v_count;
 END $$;
 
-DROP FUNCTION IF EXISTS cyclone_widen_claim_span(uuid);
-DROP FUNCTION IF EXISTS cyclone_refresh_claim_span();
-DROP FUNCTION IF EXISTS cyclone_live_span();
+DROP FUNCTION IF EXISTS cyclone_lower_claim_floor(uuid);
+DROP FUNCTION IF EXISTS cyclone_refresh_claim_floor();
+DROP FUNCTION IF EXISTS cyclone_live_floor();
 DROP FUNCTION IF EXISTS cyclone_lowest_id(uuid[]);
 DROP FUNCTION IF EXISTS cyclone_run_month(uuid);
-DROP TABLE IF EXISTS cyclone_claim_span;
+DROP TABLE IF EXISTS cyclone_claim_floor;
 
 DELETE FROM cyclone_schema_migrations WHERE version = 8;
