@@ -33,6 +33,8 @@ import { sleep, waitFor } from './support/wait.js';
 const LEASE_TTL_MS = 2_000;
 /** Longer than the lease: a worker stalled this long would lose its leases. */
 const BLOCKER_MS = 3_000;
+/** Ample for a statement sent before the migration's commit to answer and its worker to log it. */
+const IN_FLIGHT_MS = 250;
 
 let fleet: WorkerFleet | undefined;
 let database: TestDatabase | undefined;
@@ -110,6 +112,9 @@ describe('the next migration against live workers of the previous version', () =
         let retries = 0;
         const applied = await applyMigrations(admin, { onRetry: () => (retries += 1) });
         const migrationMs = Date.now() - migrationStarted;
+        // A statement a worker sent just before the commit fails on the old schema, and its log
+        // line arrives a moment after the commit: the lines after the migration start past that.
+        await sleep(IN_FLIGHT_MS);
         const migrated = fleet.mark();
         await released;
         await sleep(1_000);
