@@ -114,11 +114,10 @@ async function oldRun(env: CycloneTestEnv, year: number, month: number, state: s
 }
 
 /** The first month the claim reads, as a partition suffix. */
+const FLOOR_MONTH = `SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS month FROM cyclone_claim_floor`;
+
 async function claimFloor(env: CycloneTestEnv): Promise<string> {
-  const [floor] = await sql<{ month: string }>(
-    env,
-    `SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS month FROM cyclone_claim_floor`,
-  );
+  const [floor] = await sql<{ month: string }>(env, FLOOR_MONTH);
   return floor.month;
 }
 
@@ -340,7 +339,7 @@ describe('the months the hot paths read', () => {
     try {
       await client.query('BEGIN');
       await client.query('SELECT cyclone_retry_steps($1, NULL)', [runId]);
-      const { rows } = await client.query(`SELECT to_char(cyclone_run_month(low), '"y"YYYY"m"MM') AS month FROM cyclone_claim_floor`);
+      const { rows } = await client.query<{ month: string }>(FLOOR_MONTH);
       expect(rows[0].month).toBe('y2024m02');
       await client.query('COMMIT');
     } finally {

@@ -201,15 +201,16 @@ DECLARE
   v_scope    text;
   v_n        integer;
   v_low      uuid;
+  v_paused   boolean;
 BEGIN
-  IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
+  SELECT f.low, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
+    INTO v_low, v_paused FROM cyclone_claim_floor f;
+  IF v_paused THEN
     next_cursor := p_cursor;
     held_back := false;
     RETURN NEXT;
     RETURN;
   END IF;
-
-  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
 
   -- The queue's lock before the kind's: every claim takes them in this order.
   IF p_queue_cap IS NOT NULL THEN
@@ -429,14 +430,16 @@ AS $function$
 DECLARE
   v_priority integer;
   v_low      uuid;
+  v_paused   boolean;
   v_runs     uuid[] := '{}';
   v_ids      bigint[] := '{}';
   v_left     integer := p_limit;
 BEGIN
-  IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
+  SELECT f.low, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
+    INTO v_low, v_paused FROM cyclone_claim_floor f;
+  IF v_paused THEN
     RETURN;
   END IF;
-  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
   SELECT c.priority INTO v_priority FROM cyclone_steps c
    WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
      AND c.run_id >= v_low

@@ -109,15 +109,16 @@ DECLARE
   v_scope    text;
   v_n        integer;
   v_low      uuid;
+  v_paused   boolean;
 BEGIN
-  IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
+  SELECT f.low, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
+    INTO v_low, v_paused FROM cyclone_claim_floor f;
+  IF v_paused THEN
     next_cursor := p_cursor;
     held_back := false;
     RETURN NEXT;
     RETURN;
   END IF;
-
-  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
 
   -- The queue's lock before the kind's: every claim takes them in this order.
   IF p_queue_cap IS NOT NULL THEN

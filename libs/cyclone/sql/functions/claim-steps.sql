@@ -42,14 +42,16 @@ AS $$
 DECLARE
   v_priority integer;
   v_low      uuid;
+  v_paused   boolean;
   v_runs     uuid[] := '{}';
   v_ids      bigint[] := '{}';
   v_left     integer := p_limit;
 BEGIN
-  IF EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue) THEN
+  SELECT f.low, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
+    INTO v_low, v_paused FROM cyclone_claim_floor f;
+  IF v_paused THEN
     RETURN;
   END IF;
-  SELECT f.low INTO v_low FROM cyclone_claim_floor f;
   SELECT c.priority INTO v_priority FROM cyclone_steps c
    WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
      AND c.run_id >= v_low
