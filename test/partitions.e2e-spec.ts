@@ -1,7 +1,7 @@
 import { describe, it, expect, afterEach } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import pg from 'pg';
-import { Step } from 'cyclone-nestjs';
+import { Step, defineWorkflow } from 'cyclone-nestjs';
 import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/health';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { PartitionMaintainer } from '../libs/cyclone/src/maintenance/partition-maintainer.js';
@@ -24,6 +24,9 @@ class EchoSteps {
     return input;
   }
 }
+
+/** Two steps, the second after the first: completing the first routes. */
+const Pair = defineWorkflow<unknown>('pair').step('first', 'echo').step('second', 'echo', { after: ['first'] });
 
 let envs: CycloneTestEnv[] = [];
 afterEach(async () => {
@@ -310,6 +313,42 @@ describe('monthly partitions', () => {
   });
 });
 
+/**
+ * The buffers one completion of the run's first step reads (EXPLAIN ANALYZE
+ * BUFFERS): the step claimed and completed in a transaction that is rolled
+ * back, ten times on one connection, so the last call runs with the plans a
+ * worker's connection keeps (plpgsql plans afresh for its first five calls).
+ */
+async function routingReads(url: string, runId: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url, application_name: 'cyclone-test' });
+  await client.connect();
+  try {
+    let reads = 0;
+    for (let call = 0; call < 10; call += 1) {
+      await client.query('BEGIN');
+      try {
+        const { rows } = await client.query<{ run_id: string; id: string; lease_generation: string }>(
+          `SELECT run_id, id, lease_generation FROM cyclone_claim_steps('default', ARRAY['echo'], 1, 'probe', 30000)`,
+        );
+        expect(rows.map((r) => r.run_id)).toEqual([runId]);
+        const { rows: explained } = await client.query(
+          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
+           SELECT * FROM cyclone_complete_steps(ARRAY[$1]::uuid[], ARRAY[$2]::bigint[], 'probe', ARRAY[$3]::bigint[], ARRAY['{}']::jsonb[])`,
+          [rows[0].run_id, rows[0].id, rows[0].lease_generation],
+        );
+        const plan = explained[0]['QUERY PLAN'][0].Plan;
+        expect(plan['Actual Rows']).toBe(1);
+        reads = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+      } finally {
+        await client.query('ROLLBACK');
+      }
+    }
+    return reads;
+  } finally {
+    await client.end();
+  }
+}
+
 describe('the months the hot paths read', () => {
   it('a claim reads no more with months of history; a run written by hand in an old month is claimed from the next sweep on', async () => {
     const env = await createEnv({ partitions: { dropAfter: false } });
@@ -324,6 +363,14 @@ describe('the months the hot paths read', () => {
     expect((await env.runUntilComplete(live, { timeout: 10_000 })).state).toBe('completed');
     // Once nothing of that month is unfinished, the claim leaves it out again.
     await waitFor('the floor to rise again', async () => (await claimFloor(env)) === suffix(-1));
+  });
+
+  it("completing a workflow's step reads no more with months of history: its routing leaves them out too", async () => {
+    const env = await createEnv({ workers: 0, workflows: [Pair], partitions: { dropAfter: false } });
+    const runId = await env.client.start(Pair, {});
+    const fresh = await routingReads(env.databaseUrl, runId);
+    for (let m = 1; m <= 6; m += 1) await makeOldMonth(env, 2024, m);
+    expect(await routingReads(env.databaseUrl, runId)).toBe(fresh);
   });
 
   it('a retry of an old failed run lowers the claim floor in its own transaction, and the run completes', async () => {

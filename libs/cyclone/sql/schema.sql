@@ -921,7 +921,8 @@ CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[])
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_runs     uuid[] := ARRAY(SELECT id FROM cyclone_runs WHERE id = ANY (p_run_ids) AND workflow IS NOT NULL);
+  v_lo       uuid := cyclone_lowest_id(p_run_ids);
+  v_runs     uuid[] := ARRAY(SELECT id FROM cyclone_runs WHERE id = ANY (p_run_ids) AND id >= v_lo AND workflow IS NOT NULL);
   v_woken    text[];
   v_consumed integer;
 BEGIN
@@ -938,12 +939,12 @@ BEGIN
                WHEN 'signal' THEN now() + (r.graph #>> ARRAY['nodes', s.node_id, 'timeoutMs'])::bigint * interval '1 millisecond'
              END AS wake_at
         FROM cyclone_steps s
-        JOIN cyclone_runs r ON r.id = s.run_id
-       WHERE s.run_id = ANY (v_runs)
+        JOIN cyclone_runs r ON r.id = s.run_id AND r.id >= v_lo
+       WHERE s.run_id = ANY (v_runs) AND s.run_id >= v_lo
          AND s.state = 'pending'
          AND NOT EXISTS (
            SELECT 1 FROM cyclone_steps u
-            WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.state <> 'completed')
+            WHERE u.run_id = s.run_id AND u.run_id >= v_lo AND u.node_id = ANY (s.depends_on) AND u.state <> 'completed')
     ), moved AS (
       UPDATE cyclone_steps s
          SET state        = CASE WHEN ready.paused THEN 'paused' ELSE ready.next END,
@@ -952,7 +953,7 @@ BEGIN
              scheduled_at = now(),
              updated_at   = now()
         FROM ready
-       WHERE s.run_id = ready.run_id AND s.id = ready.id
+       WHERE s.run_id = ready.run_id AND s.id = ready.id AND s.run_id >= v_lo
       RETURNING s.queue, s.state
     )
     SELECT array_agg(DISTINCT queue) INTO v_woken FROM moved WHERE state = 'available';
@@ -962,7 +963,7 @@ BEGIN
     -- wake_at, so no partial index of waiting nodes can be taken for it.
     UPDATE cyclone_steps
        SET state = 'completed', output = signal, wake_at = NULL, finished_at = now(), updated_at = now()
-     WHERE run_id = ANY (v_runs) AND state = 'waiting_signal' AND signalled_at IS NOT NULL;
+     WHERE run_id = ANY (v_runs) AND run_id >= v_lo AND state = 'waiting_signal' AND signalled_at IS NOT NULL;
     GET DIAGNOSTICS v_consumed = ROW_COUNT;
     EXIT WHEN v_consumed = 0;
   END LOOP;
@@ -1078,8 +1079,12 @@ END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_settle_runs(p_run_ids uuid[])
  RETURNS void
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
+DECLARE
+  v_lo     uuid := cyclone_lowest_id(p_run_ids);
+  v_notify uuid[];
+BEGIN
   WITH next AS (
     SELECT r.id,
            CASE
@@ -1090,13 +1095,13 @@ AS $function$
            END AS state
       FROM cyclone_runs r
       JOIN cyclone_steps s ON s.run_id = r.id
-     WHERE r.id = ANY (p_run_ids) AND r.state IN ('running', 'paused')
+     WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo AND s.run_id >= v_lo AND r.state IN ('running', 'paused')
      GROUP BY r.id, r.state
   ), settled AS (
     UPDATE cyclone_runs r
        SET state = next.state, updated_at = now(), finished_at = now(), delete_after = now() + r.retention
       FROM next
-     WHERE r.id = next.id AND next.state IS NOT NULL
+     WHERE r.id = next.id AND r.id >= v_lo AND next.state IS NOT NULL
     RETURNING r.id, r.notify_finish, r.unique_key
   ), freed AS (
     -- A finished run gives its unique key up.
@@ -1104,8 +1109,9 @@ AS $function$
      USING settled
      WHERE settled.unique_key IS NOT NULL AND k.unique_key = settled.unique_key AND k.run_id = settled.id
   )
-  SELECT pg_notify('cyclone_run_finished', id::text) FROM settled WHERE notify_finish;
-$function$;
+  SELECT array_agg(settled.id) FILTER (WHERE settled.notify_finish) INTO v_notify FROM settled;
+  PERFORM pg_notify('cyclone_run_finished', finished_id::text) FROM unnest(v_notify) AS finished_id;
+END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_signal(p_run_id uuid, p_name text, p_payload jsonb)
  RETURNS text
@@ -1288,5 +1294,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (6, 'CycloneClaimPr
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (7, 'CyclonePartitionVacuum1765353600000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (8, 'CycloneClaimFloor1765440000000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (9, 'CycloneRoutingMonths1765526400000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -7,11 +7,13 @@
 --
 -- A standalone job is a run of one node with nothing to route: every
 -- completion batch calls this, so such runs are left out first, by one key
--- lookup each.
+-- lookup each. The months before the oldest run are left out
+-- (live-months.sql).
 CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_runs     uuid[] := ARRAY(SELECT id FROM cyclone_runs WHERE id = ANY (p_run_ids) AND workflow IS NOT NULL);
+  v_lo       uuid := cyclone_lowest_id(p_run_ids);
+  v_runs     uuid[] := ARRAY(SELECT id FROM cyclone_runs WHERE id = ANY (p_run_ids) AND id >= v_lo AND workflow IS NOT NULL);
   v_woken    text[];
   v_consumed integer;
 BEGIN
@@ -28,12 +30,12 @@ BEGIN
                WHEN 'signal' THEN now() + (r.graph #>> ARRAY['nodes', s.node_id, 'timeoutMs'])::bigint * interval '1 millisecond'
              END AS wake_at
         FROM cyclone_steps s
-        JOIN cyclone_runs r ON r.id = s.run_id
-       WHERE s.run_id = ANY (v_runs)
+        JOIN cyclone_runs r ON r.id = s.run_id AND r.id >= v_lo
+       WHERE s.run_id = ANY (v_runs) AND s.run_id >= v_lo
          AND s.state = 'pending'
          AND NOT EXISTS (
            SELECT 1 FROM cyclone_steps u
-            WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.state <> 'completed')
+            WHERE u.run_id = s.run_id AND u.run_id >= v_lo AND u.node_id = ANY (s.depends_on) AND u.state <> 'completed')
     ), moved AS (
       UPDATE cyclone_steps s
          SET state        = CASE WHEN ready.paused THEN 'paused' ELSE ready.next END,
@@ -42,7 +44,7 @@ BEGIN
              scheduled_at = now(),
              updated_at   = now()
         FROM ready
-       WHERE s.run_id = ready.run_id AND s.id = ready.id
+       WHERE s.run_id = ready.run_id AND s.id = ready.id AND s.run_id >= v_lo
       RETURNING s.queue, s.state
     )
     SELECT array_agg(DISTINCT queue) INTO v_woken FROM moved WHERE state = 'available';
@@ -52,7 +54,7 @@ BEGIN
     -- wake_at, so no partial index of waiting nodes can be taken for it.
     UPDATE cyclone_steps
        SET state = 'completed', output = signal, wake_at = NULL, finished_at = now(), updated_at = now()
-     WHERE run_id = ANY (v_runs) AND state = 'waiting_signal' AND signalled_at IS NOT NULL;
+     WHERE run_id = ANY (v_runs) AND run_id >= v_lo AND state = 'waiting_signal' AND signalled_at IS NOT NULL;
     GET DIAGNOSTICS v_consumed = ROW_COUNT;
     EXIT WHEN v_consumed = 0;
   END LOOP;

@@ -61,6 +61,11 @@ export class CyclonePartitionVacuum1765353600000 extends sqlMigration(
   '0007-partition-vacuum',
 ) {}
 export class CycloneClaimFloor1765440000000 extends sqlMigration(8, 'CycloneClaimFloor1765440000000', '0008-claim-floor') {}
+export class CycloneRoutingMonths1765526400000 extends sqlMigration(
+  9,
+  'CycloneRoutingMonths1765526400000',
+  '0009-routing-months',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -76,6 +81,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneClaimPriorities1765267200000,
   CyclonePartitionVacuum1765353600000,
   CycloneClaimFloor1765440000000,
+  CycloneRoutingMonths1765526400000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */
