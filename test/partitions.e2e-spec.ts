@@ -9,7 +9,7 @@ import { RecoverySweeper } from '../libs/cyclone/src/maintenance/recovery.sweepe
 import { sql } from './support/sql.js';
 import { lastTickAt, POLLING_OFF } from './support/handler-probe.js';
 import { waitFor } from './support/wait.js';
-import { claimReads } from './support/claim-reads.js';
+import { claimReads, statementReads } from './support/claim-reads.js';
 
 /**
  * Monthly partitions of runs and steps (SPEC §12): made ahead, dropped whole
@@ -314,39 +314,20 @@ describe('monthly partitions', () => {
 });
 
 /**
- * The buffers one completion of the run's first step reads (EXPLAIN ANALYZE
- * BUFFERS): the step claimed and completed in a transaction that is rolled
- * back, ten times on one connection, so the last call runs with the plans a
- * worker's connection keeps (plpgsql plans afresh for its first five calls).
+ * The buffers one completion of the run's first step reads: claimed by a
+ * probe and completed, ten times (plpgsql keeps its plans from the sixth call).
  */
-async function routingReads(url: string, runId: string): Promise<number> {
-  const client = new pg.Client({ connectionString: url, application_name: 'cyclone-test' });
-  await client.connect();
-  try {
-    let reads = 0;
-    for (let call = 0; call < 10; call += 1) {
-      await client.query('BEGIN');
-      try {
-        const { rows } = await client.query<{ run_id: string; id: string; lease_generation: string }>(
-          `SELECT run_id, id, lease_generation FROM cyclone_claim_steps('default', ARRAY['echo'], 1, 'probe', 30000)`,
-        );
-        expect(rows.map((r) => r.run_id)).toEqual([runId]);
-        const { rows: explained } = await client.query(
-          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)
-           SELECT * FROM cyclone_complete_steps(ARRAY[$1]::uuid[], ARRAY[$2]::bigint[], 'probe', ARRAY[$3]::bigint[], ARRAY['{}']::jsonb[])`,
-          [rows[0].run_id, rows[0].id, rows[0].lease_generation],
-        );
-        const plan = explained[0]['QUERY PLAN'][0].Plan;
-        expect(plan['Actual Rows']).toBe(1);
-        reads = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
-      } finally {
-        await client.query('ROLLBACK');
-      }
-    }
-    return reads;
-  } finally {
-    await client.end();
-  }
+function routingReads(url: string, runId: string): Promise<number> {
+  return statementReads(url, 10, 1, async (client) => {
+    const { rows } = await client.query<{ run_id: string; id: string; lease_generation: string }>(
+      `SELECT run_id, id, lease_generation FROM cyclone_claim_steps('default', ARRAY['echo'], 1, 'probe', 30000)`,
+    );
+    expect(rows.map((r) => r.run_id)).toEqual([runId]);
+    return [
+      `SELECT * FROM cyclone_complete_steps(ARRAY[$1]::uuid[], ARRAY[$2]::bigint[], 'probe', ARRAY[$3]::bigint[], ARRAY['{}']::jsonb[])`,
+      [rows[0].run_id, rows[0].id, rows[0].lease_generation],
+    ];
+  });
 }
 
 describe('the months the hot paths read', () => {
