@@ -5,7 +5,9 @@
 -- (the nodes below stay pending, so a retry carries the run on). A finish is
 -- announced only to clients waiting for it (notify_finish): a NOTIFY holds
 -- the server-wide notification lock through its commit. The months before
--- the oldest run are left out (live-months.sql).
+-- the oldest run are left out (live-months.sql); plpgsql, because the
+-- baseline migration creates this function before cyclone_lowest_id exists,
+-- and a SQL function's body is checked when it is created.
 
 CREATE OR REPLACE FUNCTION cyclone_settle_runs(p_run_ids uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
