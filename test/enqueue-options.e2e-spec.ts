@@ -14,7 +14,7 @@ import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testi
 import { deferred, expectCycloneError, rowsOfRun } from './support/e2e-helpers.js';
 import { sleep } from './support/wait.js';
 import { sql } from './support/sql.js';
-import { claimReads } from './support/claim-reads.js';
+import { claimReads } from './support/statement-reads.js';
 
 /** Names of `record` jobs in the order their handlers started. */
 const executed: string[] = [];

@@ -9,7 +9,7 @@ import { RecoverySweeper } from '../libs/cyclone/src/maintenance/recovery.sweepe
 import { sql } from './support/sql.js';
 import { lastTickAt, POLLING_OFF } from './support/handler-probe.js';
 import { waitFor } from './support/wait.js';
-import { claimReads, statementReads } from './support/claim-reads.js';
+import { claimReads, statementReads } from './support/statement-reads.js';
 
 /**
  * Monthly partitions of runs and steps (SPEC §12): made ahead, dropped whole
