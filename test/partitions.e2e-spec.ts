@@ -351,7 +351,9 @@ describe('the months the hot paths read', () => {
     const runId = await env.client.start(Pair, {});
     const fresh = await routingReads(env.databaseUrl, runId);
     for (let m = 1; m <= 6; m += 1) await makeOldMonth(env, 2024, m);
-    expect(await routingReads(env.databaseUrl, runId)).toBe(fresh);
+    // A page pruned or a hint bit set between the two moves the count by a buffer or two; reading
+    // the six months cost eight buffers each (135 against 87 before the routing was bounded).
+    expect(await routingReads(env.databaseUrl, runId)).toBeLessThanOrEqual(fresh + 2);
   });
 
   it('a retry of an old failed run lowers the claim floor in its own transaction, and the run completes', async () => {
