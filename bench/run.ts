@@ -320,7 +320,8 @@ async function main(): Promise<void> {
       await dropDatabase(server.adminUrl, database);
     }
 
-    const history: BenchReport['history'] = { rows: args.historyRows, seed: undefined, runs: [] };
+    const beside: WorkloadResult[] = [];
+    const history: BenchReport['history'] = { rows: args.historyRows, seed: undefined, runs: [], empty: beside };
     if (args.history && args.systems.includes('cyclone')) {
       const database = 'bench_w6_cyclone';
       await createDatabase(server.adminUrl, database);
@@ -335,18 +336,37 @@ async function main(): Promise<void> {
       if (!seeded.ok) throw new Error(`history seed failed: ${seeded.error}`);
       history.seed = seeded.values;
       log(`W6 history: seeded in ${(seeded.values.insertMs / 1000).toFixed(1)} s, vacuum+analyze ${(seeded.values.vacuumMs / 1000).toFixed(1)} s`);
+      const cyclone = async (workload: WorkloadName, rep: number, on: string): Promise<WorkloadResult> => {
+        const p = params[workload];
+        const r = (await runChild({ mode: 'workload', system: 'cyclone', workload, ctx: ctxFor(on), params: p }, p.timeoutMs + 120_000)) as WorkloadResult;
+        r.system ??= 'cyclone';
+        r.workload ??= workload;
+        (r as WorkloadResult & { rep: number }).rep = rep + 1;
+        return r;
+      };
+      const onHistory = async (workload: WorkloadName, rep: number) => {
+        const waitedMs = await autovacuumCaughtUp(ctxFor(database).url);
+        if (waitedMs > 1_000) log(`W6: autovacuum caught up with the previous run in ${(waitedMs / 1000).toFixed(0)} s`);
+        const r = await cyclone(workload, rep, database);
+        history.runs.push(r);
+        log(`W6 rep ${rep + 1}: ${workload} cyclone on history: ${summarise(r)}`);
+      };
+      // Each repetition beside the same workload on empty tables, for its
+      // ratio: the machine's speed drifts over a run by more than history
+      // costs. Which of the two goes first alternates.
+      const onEmpty = async (workload: WorkloadName, rep: number) => {
+        const empty = `bench_w6_empty_${workload.toLowerCase()}_${rep + 1}`;
+        await createDatabase(server.adminUrl, empty);
+        const r = await cyclone(workload, rep, empty);
+        await dropDatabase(server.adminUrl, empty);
+        beside.push(r);
+        log(`W6 rep ${rep + 1}: ${workload} cyclone on empty tables beside it: ${summarise(r)}`);
+      };
       // W1 first: W2 leaves its jobs queued (it runs no workers), which a later W1 or W3 would drain too.
       for (const workload of ['W1', 'W3', 'W2'] as WorkloadName[]) {
         for (let rep = 0; rep < args.reps; rep++) {
-          const p = params[workload];
-          const waitedMs = await autovacuumCaughtUp(ctxFor(database).url);
-          if (waitedMs > 1_000) log(`W6: autovacuum caught up with the previous run in ${(waitedMs / 1000).toFixed(0)} s`);
-          const r = (await runChild({ mode: 'workload', system: 'cyclone', workload, ctx: ctxFor(database), params: p }, p.timeoutMs + 120_000)) as WorkloadResult;
-          r.system ??= 'cyclone';
-          r.workload ??= workload;
-          (r as WorkloadResult & { rep: number }).rep = rep + 1;
-          history.runs.push(r);
-          log(`W6 rep ${rep + 1}: ${workload} cyclone on history: ${summarise(r)}`);
+          const pair = rep % 2 === 0 ? [onEmpty, onHistory] : [onHistory, onEmpty];
+          for (const run of pair) await run(workload, rep);
         }
       }
       await dropDatabase(server.adminUrl, database);

@@ -32,7 +32,8 @@ export interface BenchReport {
   crash: CrashResult[];
   /** W7, when it ran. */
   soak?: SoakResult;
-  history: { rows: number; seed?: Record<string, number>; runs: WorkloadResult[] };
+  /** W6: the runs on history and, in reports that have it, the same workloads on empty tables, each run just before one of them. */
+  history: { rows: number; seed?: Record<string, number>; runs: WorkloadResult[]; empty?: WorkloadResult[] };
   dashboard?: DashboardResult;
 }
 
@@ -277,16 +278,25 @@ export function renderMarkdown(r: BenchReport): string {
 
   if (r.history.runs.length) {
     const h = r.history;
-    const rowsOf = (w: WorkloadName, key: string) =>
-      spread(h.runs.filter((x) => x.workload === w && x.ok && x.values).map((x) => x.values[key]));
-    const empty1 = valuesOf(r.runs, 'cyclone', 'W1', 'jobsPerSec');
-    const empty2 = valuesOf(r.runs, 'cyclone', 'W2', 'enqueuesPerSec');
-    const hist1 = rowsOf('W1', 'jobsPerSec');
-    const hist2 = rowsOf('W2', 'enqueuesPerSec');
-    const empty3 = valuesOf(r.runs, 'cyclone', 'W3', 'p50Ms');
-    const empty3p99 = valuesOf(r.runs, 'cyclone', 'W3', 'p99Ms');
-    const hist3 = rowsOf('W3', 'p50Ms');
-    const hist3p99 = rowsOf('W3', 'p99Ms');
+    const beside = h.empty?.length ? h.empty : undefined;
+    const ok = (runs: WorkloadResult[], w: WorkloadName) => runs.filter((x) => x.workload === w && x.ok && x.values);
+    const hist = (w: WorkloadName, key: string) => spread(ok(h.runs, w).map((x) => x.values[key]));
+    const empty = (w: WorkloadName, key: string) =>
+      beside ? spread(ok(beside, w).map((x) => x.values[key])) : valuesOf(r.runs, 'cyclone', w, key);
+    // With empty runs beside, the ratio is the median of each repetition's own
+    // pair, so the machine's drift over the run cancels out.
+    const pairRatio = (w: WorkloadName, key: string): string => {
+      if (!beside) return ratio(hist(w, key).median, empty(w, key).median);
+      const byRep = new Map(ok(beside, w).map((x) => [(x as WorkloadResult & { rep: number }).rep, x.values[key]]));
+      const ratios = ok(h.runs, w).flatMap((x) => {
+        const e = byRep.get((x as WorkloadResult & { rep: number }).rep);
+        return e === undefined ? [] : [x.values[key] / e];
+      });
+      const m = spread(ratios);
+      return m.n === 0 ? 'n/a' : `${m.median.toFixed(2)}×` + (m.n > 1 ? ` [${m.min.toFixed(2)}–${m.max.toFixed(2)}]` : '');
+    };
+    const row = (label: string, w: WorkloadName, key: string) =>
+      `| ${label} | ${fmtSpread(empty(w, key))} | ${fmtSpread(hist(w, key))} | ${pairRatio(w, key)} |`;
     out.push(
       `**W6 history** — Cyclone with ${h.rows.toLocaleString('en-US')} completed runs (and their steps) already in its tables` +
         (h.seed
@@ -296,15 +306,18 @@ export function renderMarkdown(r: BenchReport): string {
         ', inserted with SQL, vacuumed, analysed and checkpointed' +
         (h.seed ? ` (tables ${fmt((h.seed.runsBytes + h.seed.stepsBytes) / 2 ** 20)} MB)` : '') +
         '; each run after autovacuum caught up with the one before, as in a system that runs on' +
-        '; ratio to the same workload on empty tables above (for W3 latency, below 1 is better).',
+        (beside
+          ? "; each repetition beside the same workload on a fresh database (empty tables; which runs first alternates), and the ratio is the median " +
+            "of the repetitions' own history ÷ empty [their range] (for W3 latency, below 1 is better)."
+          : '; ratio to the same workload on empty tables above (for W3 latency, below 1 is better).'),
     );
     out.push('');
     out.push('| workload | empty tables | with history | history ÷ empty |');
     out.push('| --- | ---: | ---: | ---: |');
-    out.push(`| W1 drain, jobs/s | ${fmtSpread(empty1)} | ${fmtSpread(hist1)} | ${ratio(hist1.median, empty1.median)} |`);
-    out.push(`| W2 enqueue, enqueues/s | ${fmtSpread(empty2)} | ${fmtSpread(hist2)} | ${ratio(hist2.median, empty2.median)} |`);
-    out.push(`| W3 enqueue→start p50, ms | ${fmtSpread(empty3)} | ${fmtSpread(hist3)} | ${ratio(hist3.median, empty3.median)} |`);
-    out.push(`| W3 enqueue→start p99, ms | ${fmtSpread(empty3p99)} | ${fmtSpread(hist3p99)} | ${ratio(hist3p99.median, empty3p99.median)} |`);
+    out.push(row('W1 drain, jobs/s', 'W1', 'jobsPerSec'));
+    out.push(row('W2 enqueue, enqueues/s', 'W2', 'enqueuesPerSec'));
+    out.push(row('W3 enqueue→start p50, ms', 'W3', 'p50Ms'));
+    out.push(row('W3 enqueue→start p99, ms', 'W3', 'p99Ms'));
     out.push('');
   }
 
