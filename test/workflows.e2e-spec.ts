@@ -71,7 +71,7 @@ const Nap = defineWorkflow<{ base: number }>('nap').step('a', 'add').sleep('nap'
 
 const Held = defineWorkflow<{ base: number }>('held').step('first', 'held').step('second', 'add', { after: ['first'] });
 
-const { createEnv } = testEnvs([FlowSteps], probe);
+const { createEnv, replicaOf } = testEnvs([FlowSteps], probe);
 
 const workflows = [Diamond, Approval, TimedApproval, LenientApproval, Nap, Held];
 const fastPoll: [number, number] = [20, 50];
@@ -261,6 +261,32 @@ describe('workflows', () => {
     const again = await probe.call(snoozing, 1);
     again.release('done');
     await expect(env.client.result(snoozing, { timeout: 10_000 })).resolves.toEqual({ second: { node: 'second', n: 0 } });
+  });
+
+  it('a step reclaimed from a dead worker, or handed back at shutdown, while its run is paused comes back paused', async () => {
+    const env = await createEnv({ workflows, runWorkers: false });
+    const worker = await replicaOf(env, { workflows, pollInterval: fastPoll, shutdownTimeout: 200 });
+    const reclaimed = await env.client.start(Held, { base: 0 });
+    const handedBack = await env.client.start(Held, { base: 0 });
+    await probe.call(reclaimed);
+    await probe.call(handedBack);
+    await env.client.pause(reclaimed);
+    await env.client.pause(handedBack);
+
+    // Its worker taken for dead: the lease expires and the sweep reclaims the step.
+    await env.expireLease(reclaimed, 'first');
+    expect(await stateOf(env, reclaimed)).toEqual({ first: 'paused', second: 'paused' });
+    // The worker shuts down with the other handler still running: its step is handed back.
+    await worker.close();
+    expect(await stateOf(env, handedBack)).toEqual({ first: 'paused', second: 'paused' });
+
+    // Each runs again on resume, and its run completes.
+    await replicaOf(env, { workflows, pollInterval: fastPoll });
+    for (const runId of [reclaimed, handedBack]) {
+      await env.client.resume(runId);
+      (await probe.call(runId, 1)).release('done');
+      await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ second: { node: 'second', n: 0 } });
+    }
   });
 
   it('resume wakes the workers of a step it makes available again, with polling off', async () => {

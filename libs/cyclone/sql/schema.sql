@@ -619,7 +619,8 @@ BEGIN
   END IF;
 
   UPDATE cyclone_steps s
-     SET state        = f.next_state,
+     SET state        = CASE WHEN f.next_state = 'available' AND f.paused THEN 'paused' ELSE f.next_state END,
+         paused_state = CASE WHEN f.next_state = 'available' AND f.paused THEN 'available' ELSE s.paused_state END,
          attempt      = CASE WHEN f.next_state = 'discarded' THEN s.attempt ELSE s.attempt + 1 END,
          scheduled_at = CASE WHEN f.next_state = 'discarded' THEN s.scheduled_at
                              ELSE now() + COALESCE(s.backoff_ms[s.attempt], p_retry_delay_ms)
@@ -633,7 +634,8 @@ BEGIN
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
-                      ELSE 'available' END AS next_state
+                      ELSE 'available' END AS next_state,
+                 cyclone_run_paused(p_run_id) AS paused
             FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation
@@ -700,26 +702,17 @@ BEGIN
   PERFORM cyclone_lock_runs(p_run_ids);
   WITH handed AS (
     UPDATE cyclone_steps s
-       SET state = 'available', lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation)
+       SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
+           paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+           lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation),
+           LATERAL (SELECT cyclone_run_paused(t.run_id) AS paused) p
      WHERE s.run_id = t.run_id AND s.id = t.id AND s.state = 'running' AND s.lease_owner = p_owner AND s.lease_generation = t.generation
     RETURNING s.queue
   )
   SELECT array_agg(queue) INTO v_queues FROM handed;
   PERFORM pg_notify('cyclone_wake', queue) FROM (SELECT DISTINCT unnest(v_queues) AS queue) q;
   RETURN coalesce(cardinality(v_queues), 0);
-END $function$;
-
-CREATE OR REPLACE FUNCTION cyclone_keep_paused()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-  IF EXISTS (SELECT 1 FROM cyclone_runs WHERE id = NEW.run_id AND state = 'paused') THEN
-    NEW.paused_state := NEW.state;
-    NEW.state := 'paused';
-  END IF;
-  RETURN NEW;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_live_floor()
@@ -891,12 +884,16 @@ BEGIN
        WHERE run_id = p_run_id AND id = p_step_id;
       PERFORM cyclone_settle_run(v_run_id);
     ELSE
-      -- A crash is not a failure: same attempt, no backoff, claimable at once.
+      -- A crash is not a failure: same attempt, no backoff, claimable at once
+      -- (on resume, if the run is paused: keep-paused.sql).
       v_outcome := 'reclaimed';
-      UPDATE cyclone_steps
-         SET state = 'available', reclaims = reclaims + 1,
+      UPDATE cyclone_steps s
+         SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
+             paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+             reclaims = s.reclaims + 1,
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE run_id = p_run_id AND id = p_step_id;
+        FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
+       WHERE s.run_id = p_run_id AND s.id = p_step_id;
       PERFORM pg_notify('cyclone_wake', v_step.queue);
     END IF;
     RETURN v_outcome;
@@ -1055,6 +1052,14 @@ AS $function$
                              AT TIME ZONE 'UTC');
 $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_run_paused(p_run_id uuid)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT EXISTS (SELECT 1 FROM cyclone_runs WHERE id = p_run_id AND state = 'paused');
+$function$;
+
 CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass, p_on boolean)
  RETURNS void
  LANGUAGE plpgsql
@@ -1159,11 +1164,14 @@ BEGIN
   IF cyclone_lock_run(p_run_id) IS NULL THEN
     RETURN false;
   END IF;
-  UPDATE cyclone_steps
-     SET state = 'available', scheduled_at = now() + p_delay_ms * interval '1 millisecond',
+  UPDATE cyclone_steps s
+     SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
+         paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+         scheduled_at = now() + p_delay_ms * interval '1 millisecond',
          lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-   WHERE run_id = p_run_id AND id = p_step_id AND state = 'running'
-     AND lease_owner = p_owner AND lease_generation = p_generation;
+    FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
+   WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
+     AND s.lease_owner = p_owner AND s.lease_generation = p_generation;
   RETURN FOUND;
 END $function$;
 
@@ -1277,8 +1285,6 @@ BEGIN
   RETURN NEXT;
 END $function$;
 
-CREATE TRIGGER cyclone_steps_keep_paused BEFORE UPDATE OF state ON cyclone_steps FOR EACH ROW WHEN (((old.state = 'running'::text) AND (new.state = 'available'::text))) EXECUTE FUNCTION cyclone_keep_paused();
-
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (2, 'CycloneStepBackoff1764835200000');
@@ -1296,5 +1302,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (7, 'CyclonePartiti
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (8, 'CycloneClaimFloor1765440000000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (9, 'CycloneRoutingMonths1765526400000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (10, 'CycloneKeepPausedWrites1765612800000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -5,8 +5,9 @@
 -- run the kind (its sweep consumes a timed-out attempt) applies the kind's
 -- backoff all the same. An attempt
 -- whose timeout elapsed on the database clock is recorded as a timeout
--- whatever the handler threw. A compare-and-set on the lease, under the run
--- lock. Returns the step's new state, or NULL when the lease was lost.
+-- whatever the handler threw. A retry of a paused run's step is paused
+-- (keep-paused.sql). A compare-and-set on the lease, under the run lock.
+-- Returns the step's new state, or NULL when the lease was lost.
 CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
                                              p_error text, p_error_kind text, p_retry_delay_ms bigint)
 RETURNS text
@@ -21,7 +22,8 @@ BEGIN
   END IF;
 
   UPDATE cyclone_steps s
-     SET state        = f.next_state,
+     SET state        = CASE WHEN f.next_state = 'available' AND f.paused THEN 'paused' ELSE f.next_state END,
+         paused_state = CASE WHEN f.next_state = 'available' AND f.paused THEN 'available' ELSE s.paused_state END,
          attempt      = CASE WHEN f.next_state = 'discarded' THEN s.attempt ELSE s.attempt + 1 END,
          scheduled_at = CASE WHEN f.next_state = 'discarded' THEN s.scheduled_at
                              ELSE now() + COALESCE(s.backoff_ms[s.attempt], p_retry_delay_ms)
@@ -35,7 +37,8 @@ BEGIN
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
-                      ELSE 'available' END AS next_state
+                      ELSE 'available' END AS next_state,
+                 cyclone_run_paused(p_run_id) AS paused
             FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation

@@ -2,7 +2,8 @@
 -- available at once, with neither an attempt nor a reclaim counted, since
 -- nothing went wrong with them; their queues are woken so other clients take
 -- them without waiting for a poll tick. Under the runs' locks, like every
--- transition. Returns how many were handed back.
+-- transition; a paused run's steps are paused instead (keep-paused.sql).
+-- Returns how many were handed back.
 CREATE OR REPLACE FUNCTION cyclone_hand_back(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[])
 RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -12,8 +13,11 @@ BEGIN
   PERFORM cyclone_lock_runs(p_run_ids);
   WITH handed AS (
     UPDATE cyclone_steps s
-       SET state = 'available', lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation)
+       SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
+           paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+           lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation),
+           LATERAL (SELECT cyclone_run_paused(t.run_id) AS paused) p
      WHERE s.run_id = t.run_id AND s.id = t.id AND s.state = 'running' AND s.lease_owner = p_owner AND s.lease_generation = t.generation
     RETURNING s.queue
   )

@@ -43,12 +43,16 @@ BEGIN
        WHERE run_id = p_run_id AND id = p_step_id;
       PERFORM cyclone_settle_run(v_run_id);
     ELSE
-      -- A crash is not a failure: same attempt, no backoff, claimable at once.
+      -- A crash is not a failure: same attempt, no backoff, claimable at once
+      -- (on resume, if the run is paused: keep-paused.sql).
       v_outcome := 'reclaimed';
-      UPDATE cyclone_steps
-         SET state = 'available', reclaims = reclaims + 1,
+      UPDATE cyclone_steps s
+         SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
+             paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+             reclaims = s.reclaims + 1,
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE run_id = p_run_id AND id = p_step_id;
+        FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
+       WHERE s.run_id = p_run_id AND s.id = p_step_id;
       PERFORM pg_notify('cyclone_wake', v_step.queue);
     END IF;
     RETURN v_outcome;

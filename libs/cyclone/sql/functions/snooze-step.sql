@@ -1,6 +1,7 @@
 -- A snoozed step returns to available after a delay without consuming an
 -- attempt; a compare-and-set on the lease, under the run lock like every
--- transition, so that it cannot slip past a pause in progress.
+-- transition, so that it cannot slip past a pause in progress: a paused
+-- run's step is paused instead (keep-paused.sql).
 CREATE OR REPLACE FUNCTION cyclone_snooze_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
                                                p_delay_ms bigint)
 RETURNS boolean
@@ -9,10 +10,13 @@ BEGIN
   IF cyclone_lock_run(p_run_id) IS NULL THEN
     RETURN false;
   END IF;
-  UPDATE cyclone_steps
-     SET state = 'available', scheduled_at = now() + p_delay_ms * interval '1 millisecond',
+  UPDATE cyclone_steps s
+     SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
+         paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+         scheduled_at = now() + p_delay_ms * interval '1 millisecond',
          lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-   WHERE run_id = p_run_id AND id = p_step_id AND state = 'running'
-     AND lease_owner = p_owner AND lease_generation = p_generation;
+    FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
+   WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
+     AND s.lease_owner = p_owner AND s.lease_generation = p_generation;
   RETURN FOUND;
 END $$;

@@ -66,6 +66,11 @@ export class CycloneRoutingMonths1765526400000 extends sqlMigration(
   'CycloneRoutingMonths1765526400000',
   '0009-routing-months',
 ) {}
+export class CycloneKeepPausedWrites1765612800000 extends sqlMigration(
+  10,
+  'CycloneKeepPausedWrites1765612800000',
+  '0010-keep-paused-writes',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -82,6 +87,7 @@ export const CYCLONE_MIGRATIONS = [
   CyclonePartitionVacuum1765353600000,
   CycloneClaimFloor1765440000000,
   CycloneRoutingMonths1765526400000,
+  CycloneKeepPausedWrites1765612800000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */
