@@ -32,7 +32,7 @@ export interface BenchReport {
   crash: CrashResult[];
   /** W7, when it ran. */
   soak?: SoakResult;
-  /** W6: the runs on history and, in reports that have it, the same workloads on empty tables, each run just before one of them. */
+  /** W6: the runs on history and, in reports that have it, the same workloads on empty tables, each run beside one of them. */
   history: { rows: number; seed?: Record<string, number>; runs: WorkloadResult[]; empty?: WorkloadResult[] };
   dashboard?: DashboardResult;
 }
