@@ -146,6 +146,6 @@ CREATE OR REPLACE TRIGGER cyclone_steps_keep_paused
   FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.state = 'available')
   EXECUTE FUNCTION cyclone_keep_paused();
 
-DROP FUNCTION IF EXISTS cyclone_run_paused(uuid);
+DROP FUNCTION IF EXISTS cyclone_keep_paused(uuid, text);
 
 DELETE FROM cyclone_schema_migrations WHERE version = 10;

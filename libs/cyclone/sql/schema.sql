@@ -619,8 +619,7 @@ BEGIN
   END IF;
 
   UPDATE cyclone_steps s
-     SET state        = CASE WHEN f.next_state = 'available' AND f.paused THEN 'paused' ELSE f.next_state END,
-         paused_state = CASE WHEN f.next_state = 'available' AND f.paused THEN 'available' ELSE s.paused_state END,
+     SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, f.next_state) k),
          attempt      = CASE WHEN f.next_state = 'discarded' THEN s.attempt ELSE s.attempt + 1 END,
          scheduled_at = CASE WHEN f.next_state = 'discarded' THEN s.scheduled_at
                              ELSE now() + COALESCE(s.backoff_ms[s.attempt], p_retry_delay_ms)
@@ -634,8 +633,7 @@ BEGIN
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
-                      ELSE 'available' END AS next_state,
-                 cyclone_run_paused(p_run_id) AS paused
+                      ELSE 'available' END AS next_state
             FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation
@@ -702,11 +700,9 @@ BEGIN
   PERFORM cyclone_lock_runs(p_run_ids);
   WITH handed AS (
     UPDATE cyclone_steps s
-       SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
-           paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+       SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(s.run_id, 'available') k),
            lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation),
-           LATERAL (SELECT cyclone_run_paused(t.run_id) AS paused) p
+      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation)
      WHERE s.run_id = t.run_id AND s.id = t.id AND s.state = 'running' AND s.lease_owner = p_owner AND s.lease_generation = t.generation
     RETURNING s.queue
   )
@@ -714,6 +710,16 @@ BEGIN
   PERFORM pg_notify('cyclone_wake', queue) FROM (SELECT DISTINCT unnest(v_queues) AS queue) q;
   RETURN coalesce(cardinality(v_queues), 0);
 END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_keep_paused(p_run_id uuid, p_state text, OUT state text, OUT paused_state text)
+ RETURNS record
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT CASE WHEN held THEN 'paused' ELSE p_state END, CASE WHEN held THEN p_state END
+    FROM (SELECT p_state = 'available'
+                 AND EXISTS (SELECT 1 FROM cyclone_runs r WHERE r.id = p_run_id AND r.state = 'paused') AS held) h;
+$function$;
 
 CREATE OR REPLACE FUNCTION cyclone_live_floor()
  RETURNS uuid
@@ -888,11 +894,9 @@ BEGIN
       -- (on resume, if the run is paused: keep-paused.sql).
       v_outcome := 'reclaimed';
       UPDATE cyclone_steps s
-         SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
-             paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+         SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, 'available') k),
              reclaims = s.reclaims + 1,
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-        FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
        WHERE s.run_id = p_run_id AND s.id = p_step_id;
       PERFORM pg_notify('cyclone_wake', v_step.queue);
     END IF;
@@ -1052,14 +1056,6 @@ AS $function$
                              AT TIME ZONE 'UTC');
 $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_run_paused(p_run_id uuid)
- RETURNS boolean
- LANGUAGE sql
- STABLE
-AS $function$
-  SELECT EXISTS (SELECT 1 FROM cyclone_runs WHERE id = p_run_id AND state = 'paused');
-$function$;
-
 CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass, p_on boolean)
  RETURNS void
  LANGUAGE plpgsql
@@ -1165,11 +1161,9 @@ BEGIN
     RETURN false;
   END IF;
   UPDATE cyclone_steps s
-     SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
-         paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+     SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, 'available') k),
          scheduled_at = now() + p_delay_ms * interval '1 millisecond',
          lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-    FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation;
   RETURN FOUND;

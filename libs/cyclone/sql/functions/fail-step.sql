@@ -22,8 +22,7 @@ BEGIN
   END IF;
 
   UPDATE cyclone_steps s
-     SET state        = CASE WHEN f.next_state = 'available' AND f.paused THEN 'paused' ELSE f.next_state END,
-         paused_state = CASE WHEN f.next_state = 'available' AND f.paused THEN 'available' ELSE s.paused_state END,
+     SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, f.next_state) k),
          attempt      = CASE WHEN f.next_state = 'discarded' THEN s.attempt ELSE s.attempt + 1 END,
          scheduled_at = CASE WHEN f.next_state = 'discarded' THEN s.scheduled_at
                              ELSE now() + COALESCE(s.backoff_ms[s.attempt], p_retry_delay_ms)
@@ -37,8 +36,7 @@ BEGIN
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
-                      ELSE 'available' END AS next_state,
-                 cyclone_run_paused(p_run_id) AS paused
+                      ELSE 'available' END AS next_state
             FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation

@@ -13,11 +13,9 @@ BEGIN
   PERFORM cyclone_lock_runs(p_run_ids);
   WITH handed AS (
     UPDATE cyclone_steps s
-       SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
-           paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+       SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(s.run_id, 'available') k),
            lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation),
-           LATERAL (SELECT cyclone_run_paused(t.run_id) AS paused) p
+      FROM unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation)
      WHERE s.run_id = t.run_id AND s.id = t.id AND s.state = 'running' AND s.lease_owner = p_owner AND s.lease_generation = t.generation
     RETURNING s.queue
   )

@@ -47,11 +47,9 @@ BEGIN
       -- (on resume, if the run is paused: keep-paused.sql).
       v_outcome := 'reclaimed';
       UPDATE cyclone_steps s
-         SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
-             paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+         SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, 'available') k),
              reclaims = s.reclaims + 1,
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-        FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
        WHERE s.run_id = p_run_id AND s.id = p_step_id;
       PERFORM pg_notify('cyclone_wake', v_step.queue);
     END IF;

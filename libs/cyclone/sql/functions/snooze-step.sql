@@ -11,11 +11,9 @@ BEGIN
     RETURN false;
   END IF;
   UPDATE cyclone_steps s
-     SET state = CASE WHEN p.paused THEN 'paused' ELSE 'available' END,
-         paused_state = CASE WHEN p.paused THEN 'available' ELSE s.paused_state END,
+     SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, 'available') k),
          scheduled_at = now() + p_delay_ms * interval '1 millisecond',
          lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-    FROM (SELECT cyclone_run_paused(p_run_id) AS paused) p
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation;
   RETURN FOUND;
