@@ -240,7 +240,7 @@ async function main(): Promise<void> {
           )) as WorkloadResult;
           r.system ??= system;
           r.workload ??= workload;
-          (r as WorkloadResult & { rep: number }).rep = rep + 1;
+          r.rep = rep + 1;
           runs.push(r);
           log(`rep ${rep + 1}: ${workload} ${system}: ${summarise(r)}`);
           await dropDatabase(server.adminUrl, database);
@@ -341,7 +341,7 @@ async function main(): Promise<void> {
         const r = (await runChild({ mode: 'workload', system: 'cyclone', workload, ctx: ctxFor(on), params: p }, p.timeoutMs + 120_000)) as WorkloadResult;
         r.system ??= 'cyclone';
         r.workload ??= workload;
-        (r as WorkloadResult & { rep: number }).rep = rep + 1;
+        r.rep = rep + 1;
         return r;
       };
       const onHistory = async (workload: WorkloadName, rep: number) => {

@@ -70,6 +70,8 @@ export interface WorkloadResult {
   /** Figures of the run; the headline one is named by the report. */
   values: Record<string, number>;
   diagnostics: Diagnostics;
+  /** Which repetition of the run it was (1-based), set by the run loop. */
+  rep?: number;
 }
 
 const now = () => performance.now();

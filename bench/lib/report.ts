@@ -287,9 +287,9 @@ export function renderMarkdown(r: BenchReport): string {
     // pair, so the machine's drift over the run cancels out.
     const pairRatio = (w: WorkloadName, key: string): string => {
       if (!beside) return ratio(hist(w, key).median, empty(w, key).median);
-      const byRep = new Map(ok(beside, w).map((x) => [(x as WorkloadResult & { rep: number }).rep, x.values[key]]));
+      const byRep = new Map(ok(beside, w).map((x) => [x.rep, x.values[key]]));
       const ratios = ok(h.runs, w).flatMap((x) => {
-        const e = byRep.get((x as WorkloadResult & { rep: number }).rep);
+        const e = byRep.get(x.rep);
         return e === undefined ? [] : [x.values[key] / e];
       });
       const m = spread(ratios);
