@@ -215,6 +215,18 @@ async function main(): Promise<void> {
       adminUrl: server.adminUrl,
       dataDir: server.dataDir,
     });
+    /** One repetition of a workload of a system on a database, labelled for the report. */
+    const runWorkload = async (system: SystemName, workload: WorkloadName, rep: number, database: string): Promise<WorkloadResult> => {
+      const p = params[workload];
+      const r = (await runChild(
+        { mode: 'workload', system, workload, ctx: ctxFor(database), params: p },
+        p.timeoutMs + 120_000,
+      )) as WorkloadResult;
+      r.system ??= system;
+      r.workload ??= workload;
+      r.rep = rep + 1;
+      return r;
+    };
 
     for (let rep = 0; rep < args.reps; rep++) {
       const result = await pgbenchRun(server, pgbenchClients, pgbenchSeconds);
@@ -233,14 +245,7 @@ async function main(): Promise<void> {
           }
           const database = `bench_${workload.toLowerCase()}_${system.replace(/-/g, '_')}_${rep + 1}`;
           await createDatabase(server.adminUrl, database);
-          const p = params[workload];
-          const r = (await runChild(
-            { mode: 'workload', system, workload, ctx: ctxFor(database), params: p },
-            p.timeoutMs + 120_000,
-          )) as WorkloadResult;
-          r.system ??= system;
-          r.workload ??= workload;
-          r.rep = rep + 1;
+          const r = await runWorkload(system, workload, rep, database);
           runs.push(r);
           log(`rep ${rep + 1}: ${workload} ${system}: ${summarise(r)}`);
           await dropDatabase(server.adminUrl, database);
@@ -336,18 +341,10 @@ async function main(): Promise<void> {
       if (!seeded.ok) throw new Error(`history seed failed: ${seeded.error}`);
       history.seed = seeded.values;
       log(`W6 history: seeded in ${(seeded.values.insertMs / 1000).toFixed(1)} s, vacuum+analyze ${(seeded.values.vacuumMs / 1000).toFixed(1)} s`);
-      const cyclone = async (workload: WorkloadName, rep: number, on: string): Promise<WorkloadResult> => {
-        const p = params[workload];
-        const r = (await runChild({ mode: 'workload', system: 'cyclone', workload, ctx: ctxFor(on), params: p }, p.timeoutMs + 120_000)) as WorkloadResult;
-        r.system ??= 'cyclone';
-        r.workload ??= workload;
-        r.rep = rep + 1;
-        return r;
-      };
       const onHistory = async (workload: WorkloadName, rep: number) => {
         const waitedMs = await autovacuumCaughtUp(ctxFor(database).url);
         if (waitedMs > 1_000) log(`W6: autovacuum caught up with the previous run in ${(waitedMs / 1000).toFixed(0)} s`);
-        const r = await cyclone(workload, rep, database);
+        const r = await runWorkload('cyclone', workload, rep, database);
         history.runs.push(r);
         log(`W6 rep ${rep + 1}: ${workload} cyclone on history: ${summarise(r)}`);
       };
@@ -357,7 +354,7 @@ async function main(): Promise<void> {
       const onEmpty = async (workload: WorkloadName, rep: number) => {
         const empty = `bench_w6_empty_${workload.toLowerCase()}_${rep + 1}`;
         await createDatabase(server.adminUrl, empty);
-        const r = await cyclone(workload, rep, empty);
+        const r = await runWorkload('cyclone', workload, rep, empty);
         await dropDatabase(server.adminUrl, empty);
         beside.push(r);
         log(`W6 rep ${rep + 1}: ${workload} cyclone on empty tables beside it: ${summarise(r)}`);
