@@ -6,7 +6,7 @@
  *
  *   npm run bench                      # full run (3 repetitions)
  *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
- *   npm run bench -- --readme          # full run, then its results into README.md
+ *   npm run bench -- --readme          # full run, then its results into bench/README.md
  *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4,W8,W1L|none --no-crash --no-faults --no-history --history-rows=N
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
  *            --no-dashboard --dashboard-rows=N --no-soak --soak-jobs=N --soak-rate=N
@@ -23,7 +23,7 @@ import { runCrash, type CrashParams, type CrashResult } from './crash.js';
 import { autovacuumCaughtUp } from './history.js';
 import type { DashboardResult } from './dashboard.js';
 import { runSoak, type SoakParams, type SoakResult } from './soak.js';
-import { updateReadme } from './readme.js';
+import { checkReadme, updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
 import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS } from './lib/server.js';
@@ -156,6 +156,7 @@ async function main(): Promise<void> {
     throw new Error(`Node ${process.version}: start the bench with npm run bench, which runs it on the Node 22 of bench/node`);
   }
   const args = parseArgs(process.argv.slice(2));
+  if (args.raw.includes('--readme')) checkReadme(repoRoot);
   mkdirSync(join(resultsDir, 'logs'), { recursive: true });
   const logPath = join(resultsDir, 'logs', 'children.log');
   rmSync(logPath, { force: true });

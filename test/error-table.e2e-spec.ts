@@ -3,11 +3,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { CYCLONE_ERROR_STATUS } from 'cyclone-nestjs';
 
 /**
- * The README's error table lists every code an error class of the library
- * can carry, with the HTTP status CycloneErrorFilter answers it with.
+ * The error table of docs/errors.md lists every code an error class of the
+ * library can carry, with the HTTP status CycloneErrorFilter answers it with.
  */
 const ERRORS = new URL('../libs/cyclone/src/errors/', import.meta.url);
-const README = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+const PAGE = readFileSync(new URL('../docs/errors.md', import.meta.url), 'utf8');
 
 function codesInSources(): string[] {
   const codes = new Set<string>();
@@ -21,18 +21,17 @@ function codesInSources(): string[] {
   return [...codes].sort();
 }
 
-/** code → the table row's HTTP column, from the rows of the "### Errors" table. */
+/** code → the table row's HTTP column, from the rows of the page's table. */
 function table(): Map<string, string> {
-  const section = README.slice(README.indexOf('### Errors'), README.indexOf('## Benchmark'));
   const rows = new Map<string, string>();
-  for (const line of section.split('\n').filter((l) => l.startsWith('| `'))) {
+  for (const line of PAGE.split('\n').filter((l) => l.startsWith('| `'))) {
     const [codes, , http] = line.split('|').slice(1).map((cell) => cell.trim());
     for (const [, code] of codes.matchAll(/`([a-z_]+)`/g)) rows.set(code, http);
   }
   return rows;
 }
 
-describe("the README's error table", () => {
+describe("the documentation's error table", () => {
   it('lists every code the error classes carry, with the status the filter answers', () => {
     const rows = table();
     const codes = codesInSources();
