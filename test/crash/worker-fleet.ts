@@ -9,6 +9,8 @@ const ROOT = fileURLToPath(new URL(import.meta.url.includes('/.build/') ? '../..
 export const WORKER_SCRIPT = join(ROOT, '.build/test/crash/crash-worker.js');
 /** The flow-control worker (test/flow/flow-worker.ts): a limited step and schedules. */
 export const FLOW_WORKER_SCRIPT = join(ROOT, '.build/test/flow/flow-worker.js');
+/** The app of the server-restart test (test/crash/outage-app.ts): every connection of Cyclone busy at once. */
+export const OUTAGE_APP_SCRIPT = join(ROOT, '.build/test/crash/outage-app.js');
 
 export interface FleetSettings {
   databaseUrl: string;

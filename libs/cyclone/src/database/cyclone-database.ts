@@ -48,7 +48,7 @@ export class CycloneDatabase implements OnApplicationShutdown {
     stmt: Statement<P, R>,
     params: P,
   ): Promise<pg.QueryResult<R>> {
-    return this.withClient((client) => execute(client, stmt, params));
+    return this.withConnection((client) => execute(client, stmt, params));
   }
 
   /**
@@ -57,7 +57,7 @@ export class CycloneDatabase implements OnApplicationShutdown {
    * gets). A connection that broke is destroyed, as in `query`.
    */
   async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    return this.withClient(async (client) => {
+    return this.withConnection(async (client) => {
       await client.query('BEGIN');
       let result: T;
       try {
@@ -72,8 +72,14 @@ export class CycloneDatabase implements OnApplicationShutdown {
     });
   }
 
-  /** Lends `use` a pooled connection; one that broke under it is destroyed rather than returned. */
-  private async withClient<T>(use: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * Lends `use` a pooled connection; one that broke under it is destroyed
+   * rather than returned. Hold a connection only through this: a checked-out
+   * connection has no listener of the pool's, and one that the server ends
+   * while it sits idle (a restart, pg_terminate_backend: 57P01) emits an
+   * 'error' that would otherwise crash the process.
+   */
+  async withConnection<T>(use: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect();
     let released = false;
     const release = (err?: Error) => {

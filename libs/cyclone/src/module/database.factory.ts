@@ -78,7 +78,7 @@ export async function createCycloneDatabase(options: ResolvedOptions): Promise<C
     const onRetry = (migration: string, attempt: number) => {
       if (attempt === 1 || attempt % 10 === 0) logger.warn(messages.migrationWaiting(migration, attempt));
     };
-    for (const migration of await migrateOnStartup(database.pool, options.migrationsRun, { onRetry })) {
+    for (const migration of await migrateOnStartup(database, options.migrationsRun, { onRetry })) {
       logger.log(`Applied migration ${migration.name}`);
     }
     // Runs need their month's partition before the first insert. Without

@@ -1,6 +1,8 @@
 import type pg from 'pg';
 import { SchemaError } from '../errors/schema.error.js';
 import { messages } from '../cyclone.messages.js';
+import type { CycloneDatabase } from '../database/cyclone-database.js';
+import { isConnectionLost, settle } from '../database/database-fault.js';
 import { execute } from '../database/statement.js';
 import { APPLIED_VERSIONS, HAS_SCHEMA, LOCK_MIGRATIONS, MIGRATION_LIMITS } from '../sql/schema.sql.js';
 import { schemaMigrations, type SchemaMigration } from './migrations.js';
@@ -97,6 +99,8 @@ async function applyOnce(client: pg.ClientBase, lockTimeoutMs: number): Promise<
         await client.query(migration.up);
       } catch (err) {
         if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE) throw new BlockedMigration(migration.name, err);
+        // Not the migration's fault: the server went away under it (the caller says so).
+        if (isConnectionLost(err)) throw err;
         throw new SchemaError(`Cyclone migration ${migration.name} failed: ${(err as Error).message}`, err);
       }
     }
@@ -110,22 +114,23 @@ async function applyOnce(client: pg.ClientBase, lockTimeoutMs: number): Promise<
 
 /**
  * What the module does at startup: apply pending migrations (`true`), only
- * check that none is pending (`'verify'`), or nothing (`false`).
+ * check that none is pending (`'verify'`), or nothing (`false`). The
+ * connection is held across the pauses between tries, so it is lent by the
+ * database, which hears it end; a server that goes away meanwhile fails the
+ * start with DatabaseUnavailableError.
  */
 export async function migrateOnStartup(
-  pool: pg.Pool,
+  database: CycloneDatabase,
   mode: boolean | 'verify',
   options: ApplyOptions = {},
 ): Promise<SchemaMigration[]> {
   if (mode === false) return [];
-  const client = await pool.connect();
-  try {
-    if (mode === true) return await applyMigrations(client, options);
+  const migrate = database.withConnection(async (client) => {
+    if (mode === true) return applyMigrations(client, options);
     const plan = await planMigrations(client);
     if (plan.unknown.length > 0) throw new SchemaError(messages.schemaFromOtherVersion(plan.unknown));
     if (plan.pending.length > 0) throw new SchemaError(messages.schemaMissing(plan.pending.map((m) => m.version)));
     return [];
-  } finally {
-    client.release();
-  }
+  });
+  return settle(migrate, { where: database.where, statementTimeoutMs: database.statementTimeoutMs, runIds: null });
 }

@@ -155,20 +155,11 @@ export class CycloneTestEnv {
    * writer takes it, so the test kit cannot deadlock with a completion or
    * the timer loop, nor interleave with them.
    */
-  private async underRunLock<T>(runId: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.app.get(CycloneDatabase).pool.connect();
-    try {
-      await client.query('BEGIN');
+  private underRunLock<T>(runId: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.app.get(CycloneDatabase).transaction(async (client) => {
       await client.query('SELECT 1 FROM cyclone_runs WHERE id = $1 FOR UPDATE', [runId]);
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (err) {
-      await client.query('ROLLBACK');
-      throw err;
-    } finally {
-      client.release();
-    }
+      return work(client);
+    });
   }
 
   /** The error for a node that is missing, or not in a state the test kit can act on. */

@@ -28,6 +28,10 @@ export class TestDatabase {
 
 async function withAdmin<T>(baseUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: baseUrl });
+  // A connection the server ends (a restart, a terminated backend) fails the
+  // statement under way, which tells the caller; the client's own 'error'
+  // event for it must not go unheard, or it would crash the test process.
+  client.on('error', () => undefined);
   await client.connect();
   try {
     return await fn(client);
