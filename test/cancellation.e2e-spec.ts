@@ -2,9 +2,8 @@ import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { InvalidStateError, RunCancelledError, RunNotFoundError, Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError } from './support/e2e-helpers.js';
+import { expectCycloneError, untilDatabaseTime } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
-import { sleep } from './support/wait.js';
 import { sql } from './support/sql.js';
 
 const probe = new HandlerProbe();
@@ -47,7 +46,8 @@ describe('cancel', () => {
     const available = await env.client.enqueue('held', {});
     const delayed = await env.client.enqueue('held', {}, { processIn: 300 });
     expect((await stepOf(env, available)).state).toBe('available');
-    expect((await stepOf(env, delayed)).state).toBe('available');
+    const { state, scheduledAt } = await stepOf(env, delayed);
+    expect(state).toBe('available');
 
     for (const runId of [running, available, delayed]) {
       expect(await env.client.cancel(runId)).toBe(true);
@@ -60,7 +60,9 @@ describe('cancel', () => {
     // The worker is freed once the running handler returns; neither other job runs, the delayed one past its time too.
     expectCancelledReason(await within(runningCall.aborted, 5_000, 'no abort'), running);
     runningCall.release('ignored');
-    await sleep(800);
+    expect((await env.attemptEnded(running)).outcome).toBe('cancelled');
+    await untilDatabaseTime(env, scheduledAt);
+    await env.waitForPasses('cyclone:claim', 2);
     expect(probe.of(available)).toHaveLength(0);
     expect(probe.of(delayed)).toHaveLength(0);
     const next = await env.client.enqueue('quick', {});
@@ -127,8 +129,7 @@ describe('cancel', () => {
     // Within a few heartbeat intervals (~100 ms each), not a sweep or lease TTL later.
     expect(call.abortedAt! - cancelledAt).toBeLessThan(1_500);
 
-    await probe.returned(call);
-    await sleep(300);
+    expect((await env.attemptEnded(runId)).outcome).toBe('cancelled');
     expect(await stepOf(env, runId)).toMatchObject({ state: 'cancelled', attempt: 1, error: null, errorKind: null, output: null });
     expect((await env.client.getRun(runId)).state).toBe('cancelled');
   });
@@ -141,8 +142,7 @@ describe('cancel', () => {
     expect(await env.client.cancel(runId)).toBe(true);
     expectCancelledReason(await within(call.aborted, 5_000, 'no abort'), runId);
     call.release({ finished: 'anyway' });
-    await probe.returned(call);
-    await sleep(300);
+    expect((await env.attemptEnded(runId)).outcome).toBe('cancelled');
     expect(await stepOf(env, runId)).toMatchObject({ state: 'cancelled', output: null, error: null, attempt: 1 });
     await cancelledResult(env, runId);
     await expectCycloneError(env.client.output(runId, 'held'), InvalidStateError, 'invalid_state');
@@ -170,12 +170,13 @@ describe('cancel', () => {
     const env = await createEnv({ workers: 1 });
     const runId = await env.client.enqueue('held', {}, { maxAttempts: 3 });
     (await probe.call(runId)).release(new Error('transient'));
-    await stepWhen(env, runId, (s) => s.state === 'available' && s.attempt === 2, 'the retry to be scheduled');
+    const retry = await stepWhen(env, runId, (s) => s.state === 'available' && s.attempt === 2, 'the retry to be scheduled');
 
     expect(await env.client.cancel(runId)).toBe(true);
     expect(await stepOf(env, runId)).toMatchObject({ state: 'cancelled', attempt: 2 });
-    // The default backoff after a first failure is about a second.
-    await sleep(1_500);
+    // The default backoff after a first failure is about a second: past it, the workers look again.
+    await untilDatabaseTime(env, retry.scheduledAt);
+    await env.waitForPasses('cyclone:claim', 2);
     expect(probe.of(runId)).toHaveLength(1);
     expect((await stepOf(env, runId)).state).toBe('cancelled');
   });

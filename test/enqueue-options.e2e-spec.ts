@@ -11,7 +11,7 @@ import {
 } from 'cyclone-nestjs';
 import { RetentionSweeper } from '../libs/cyclone/src/maintenance/retention.sweeper.js';
 import { CycloneTestEnv, type CycloneTestEnvOptions } from 'cyclone-nestjs/testing';
-import { deferred, expectCycloneError, rowsOfRun } from './support/e2e-helpers.js';
+import { deferred, expectCycloneError, rowsOfRun, untilDatabaseTime } from './support/e2e-helpers.js';
 import { sleep } from './support/wait.js';
 import { sql } from './support/sql.js';
 import { claimReads } from './support/statement-reads.js';
@@ -94,8 +94,8 @@ describe('enqueue options', () => {
       expect((await env.client.getRun(runId)).queue).toBe('bulk');
       expect(await stepOf(runId)).toMatchObject({ queue: 'bulk', state: 'available' });
 
-      // The default-queue client polls every 50-200 ms; a second is many ticks.
-      await sleep(1_000);
+      // The default-queue client has looked for work, several times over.
+      await env.waitForPasses('cyclone:claim', 3);
       expect(await stepOf(runId)).toMatchObject({ state: 'available', startedAt: null });
       expect(executed).not.toContain('on-bulk');
 
@@ -177,17 +177,20 @@ describe('enqueue options', () => {
 
   describe('processIn and processAt', () => {
     it('a delayed job is not claimed before its time, measured on the database clock', async () => {
-      const processAt = new Date(Date.now() + 1_500);
-      const delayedIn = await env.client.enqueue('record', { name: 'in' }, { processIn: '1500ms' });
+      const processAt = new Date(Date.now() + 3_000);
+      const delayedIn = await env.client.enqueue('record', { name: 'in' }, { processIn: '3s' });
       const delayedAt = await env.client.enqueue('record', { name: 'at' }, { processAt });
 
       const inStep = await stepOf(delayedIn);
       const inRun = await env.client.getRun(delayedIn);
       // scheduled_at and created_at come from the same database transaction.
-      expect(inStep.scheduledAt.getTime() - inRun.createdAt.getTime()).toBe(1_500);
+      expect(inStep.scheduledAt.getTime() - inRun.createdAt.getTime()).toBe(3_000);
       expect((await stepOf(delayedAt)).scheduledAt.getTime()).toBe(processAt.getTime());
 
-      await sleep(800);
+      // The workers have looked several times, and it is still before both are due.
+      await env.waitForPasses('cyclone:claim', 3);
+      const [{ early }] = await sql(env, 'SELECT clock_timestamp() < $1 AS early', [inStep.scheduledAt]);
+      expect(early).toBe(true);
       for (const id of [delayedIn, delayedAt]) {
         expect(await stepOf(id)).toMatchObject({ state: 'available', startedAt: null });
       }
@@ -196,7 +199,7 @@ describe('enqueue options', () => {
       await env.runUntilComplete(delayedAt, { timeout: 15_000 });
       const ran = await stepOf(delayedIn);
       expect(ran.state).toBe('completed');
-      expect(ran.startedAt!.getTime() - inRun.createdAt.getTime()).toBeGreaterThanOrEqual(1_500);
+      expect(ran.startedAt!.getTime() - inRun.createdAt.getTime()).toBeGreaterThanOrEqual(3_000);
       expect(ran.startedAt!.getTime() - ran.scheduledAt.getTime()).toBeLessThan(5_000);
       const ranAt = await stepOf(delayedAt);
       expect(ranAt.state).toBe('completed');
@@ -251,8 +254,8 @@ describe('enqueue options', () => {
       expect(err.failedSteps).toEqual([{ nodeId: 'always_fails', error: 'failure #3', errorKind: 'error' }]);
       expect(await stepOf(runId)).toMatchObject({ state: 'discarded', attempt: 3, maxAttempts: 3, errorKind: 'error' });
       expect((await env.client.getRun(runId)).state).toBe('failed');
-      // Longer than many backoffs of 10 ms: no fourth attempt comes.
-      await sleep(300);
+      // The workers look again, past any backoff of 10 ms: no fourth attempt comes.
+      await env.waitForPasses('cyclone:claim', 2);
       expect(failedAttempts).toBe(3);
     });
   });
@@ -266,7 +269,8 @@ describe('enqueue options', () => {
       const unfinished = await parked({ retention: '1ms' });
       for (const id of [shortLived, stepRetention, kept]) await env.runUntilComplete(id);
       await env.client.cancel(cancelled);
-      await sleep(20);
+      // The last of them to finish is past its retention of 1 ms.
+      await untilDatabaseTime(env, new Date((await env.client.getRun(cancelled)).finishedAt!.getTime() + 1));
 
       const deleted = await env.app.get(RetentionSweeper).sweep();
       expect(deleted).toBeGreaterThanOrEqual(3);

@@ -11,7 +11,8 @@ import {
 } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { countRows, expectCycloneError, rowsOfRun } from './support/e2e-helpers.js';
-import { sleep } from './support/wait.js';
+import { sql } from './support/sql.js';
+import { waitFor } from './support/wait.js';
 
 /** Order ids whose job has run. */
 const processed: number[] = [];
@@ -73,7 +74,7 @@ describe('enqueueTx inside the caller\'s transaction', () => {
         expect(count).toBe(1);
         // ...outside it is not, and workers cannot claim it.
         await expectCycloneError(env.client.getRun(runId), RunNotFoundError, 'run_not_found');
-        await sleep(500);
+        await env.waitForPasses('cyclone:claim', 2);
         expect(processed).not.toContain(orderId);
       });
       await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ orderId });
@@ -172,8 +173,14 @@ describe('enqueueTx inside the caller\'s transaction', () => {
           () => (settled = true),
           () => (settled = true),
         );
-        await sleep(300);
-        // The second enqueue waits for the holder's transaction to end.
+        // The second enqueue waits for the holder's transaction to end: on its lock.
+        await waitFor('the second enqueue to wait on a lock', async () => {
+          const [{ waiting }] = await sql(
+            env,
+            `SELECT count(*)::int AS waiting FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          );
+          return waiting > 0;
+        });
         expect(settled).toBe(false);
         return holder;
       }, end);

@@ -263,7 +263,7 @@ describe('concurrency limits across three replicas', () => {
     const held = await a.client.enqueue('single', { outcome: 'hold' }, { timeout: '30s' });
     await probe.call(held);
     const next = await b.client.enqueue('single', { outcome: 'complete' });
-    await sleep(300);
+    await Promise.all([a, b].map((env) => env.waitForPasses('cyclone:claim', 2)));
     expect((await a.client.getRun(next)).state).toBe('running');
     expect((await a.client.listSteps(next))[0].state).toBe('available');
     await a.client.cancel(held);
@@ -313,8 +313,8 @@ describe('a holder SIGKILLed while it holds the room', () => {
       const [row] = await sql(owner, 'SELECT state, lease_owner FROM cyclone_steps WHERE run_id = $1', [first]);
       return row.state === 'running' && row.lease_owner === worker.owner;
     });
-    // Three free slots, but the limit is one: the second waits.
-    await sleep(600);
+    // Three free slots, but the limit is one: the second waits, claim after claim.
+    await fleet.waitForPasses(worker, 'cyclone:claim', 3);
     expect((await owner.client.listSteps(second))[0].state).toBe('available');
 
     const [{ lease_expiry: leaseAtKill }] = await sql(owner, 'SELECT lease_expiry FROM cyclone_steps WHERE run_id = $1', [first]);

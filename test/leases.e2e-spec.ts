@@ -136,8 +136,7 @@ describe('fencing', () => {
 
     // The old holder finishes first, while the new one is still running: its completion must not land.
     first.release({ by: 'old holder' });
-    await probe.returned(first);
-    await sleep(300);
+    expect((await env.attemptEnded(runId, { fencingToken: first.fencingToken })).outcome).toBe('lease_lost');
     expect(await stepOf(env, runId)).toMatchObject({ state: 'running', output: null, leaseGeneration: second.fencingToken });
 
     second.release({ by: 'new holder' });
@@ -179,8 +178,7 @@ describe('expireLease', () => {
 
       // Its late return is dropped: the step stays with the new holder.
       previous.release({ from: round - 1 });
-      await probe.returned(previous);
-      await sleep(200);
+      expect((await env.attemptEnded(runId, { fencingToken: previous.fencingToken })).outcome).toBe('lease_lost');
       expect(await stepOf(env, runId)).toMatchObject({ state: 'running', output: null, leaseGeneration: next.fencingToken });
     }
 
@@ -199,8 +197,7 @@ describe('expireLease', () => {
     const second = await probe.call(runId, 1);
     expectAborted(await first.aborted, 'lease_lost', runId);
     // The first call threw its StepAbortedError; with maxAttempts 1 a counted failure would discard the step.
-    await probe.returned(first);
-    await sleep(200);
+    expect((await env.attemptEnded(runId, { fencingToken: first.fencingToken })).outcome).toBe('lease_lost');
     expect(await stepOf(env, runId)).toMatchObject({ state: 'running', attempt: 1, reclaims: 1, error: null, errorKind: null });
 
     second.release('second');
@@ -277,7 +274,7 @@ describe('the seed\'s table: timeout, cancellation, discard and crash reclaim', 
     const err = await failureOf(env, runId);
     expect(err.failedSteps).toEqual([{ nodeId: 'flaky', error: 'bad address', errorKind: 'permanent' }]);
     expect(await stepOf(env, runId)).toMatchObject({ state: 'discarded', attempt: 1, maxAttempts: 5, errorKind: 'permanent' });
-    await sleep(300);
+    await env.waitForPasses('cyclone:claim', 2);
     expect(probe.of(runId)).toHaveLength(1);
   });
 
@@ -292,8 +289,7 @@ describe('the seed\'s table: timeout, cancellation, discard and crash reclaim', 
 
     // The handler learns at its next heartbeat and throws its StepAbortedError: nothing is recorded.
     expectAborted(await within(call.aborted, 5_000, 'no abort'), 'cancelled');
-    await probe.returned(call);
-    await sleep(200);
+    expect((await env.attemptEnded(runId, { fencingToken: call.fencingToken })).outcome).toBe('cancelled');
     expect(await stepOf(env, runId)).toMatchObject({ state: 'cancelled', attempt: 1, error: null, errorKind: null, output: null });
     await expectCycloneError(env.client.result(runId, { timeout: 1_000 }), RunCancelledError, 'run_cancelled');
   });
@@ -355,8 +351,7 @@ describe('the seed\'s table: timeout, cancellation, discard and crash reclaim', 
     // The holder still running learns it lost the step; what it returns is dropped.
     expectAborted(await within(second.aborted, 5_000, 'no abort'), 'lease_lost');
     second.release('too late');
-    await probe.returned(second);
-    await sleep(200);
+    expect((await env.attemptEnded(runId, { fencingToken: second.fencingToken })).outcome).toBe('lease_lost');
     expect(await stepOf(env, runId)).toMatchObject({ state: 'discarded', output: null, errorKind: 'reclaim_limit' });
   });
 

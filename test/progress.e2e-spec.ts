@@ -130,6 +130,18 @@ describe('ctx.progress', () => {
       }
       return call;
     };
+    // Every progress write tried, whether it matched a row or not (the statement's trigger fires either way).
+    await sql(
+      env,
+      `CREATE TABLE progress_tries (id bigserial PRIMARY KEY);
+       CREATE FUNCTION log_progress_try() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         IF position('SET progress = $5' in current_query()) > 0 THEN INSERT INTO progress_tries DEFAULT VALUES; END IF;
+         RETURN NULL;
+       END $$;
+       CREATE TRIGGER log_progress_try AFTER UPDATE OF progress ON cyclone_steps FOR EACH STATEMENT EXECUTE FUNCTION log_progress_try();`,
+    );
+    const tries = async () => (await sql<{ n: number }>(env, 'SELECT count(*)::int AS n FROM progress_tries'))[0].n;
     const runId = await env.client.enqueue('tracked', null);
     await stepWhen(env, runId, (s) => s.progress === 'attempt of call 0', 'the first holder\'s progress');
     await env.expireLease(runId, 'tracked');
@@ -140,8 +152,8 @@ describe('ctx.progress', () => {
 
     gates[0].resolve();
     await staleReported.promise;
-    // Several intervals: the old holder's write has been tried by now.
-    await sleep(500);
+    // Each holder's first report, then the old holder's stale one: tried, and refused.
+    await waitFor("the old holder's write to be tried", async () => (await tries()) >= 3);
     expect((await stepOf(env, runId)).progress).toBe('attempt of call 1');
     expect((await writes(env)).map((w) => w.value)).toEqual(['attempt of call 0', 'attempt of call 1']);
 

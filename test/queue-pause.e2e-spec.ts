@@ -4,7 +4,6 @@ import { InvalidOptionError, Step, type StepContext } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, ownerOf, stepOf, testEnvs } from './support/handler-probe.js';
-import { sleep } from './support/wait.js';
 
 const probe = new HandlerProbe();
 /** Run ids of every `quick` call. */
@@ -63,7 +62,7 @@ describe('pauseQueue / resumeQueue', () => {
       await expect(base.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ finished: i });
     }
     // ... yet neither client claims from the paused queue, however often it polls.
-    await sleep(1_000);
+    await Promise.all([base, replica].map((env) => env.waitForPasses('cyclone:claim', 3, { queue: 'default' })));
     expect(probe.calls).toHaveLength(running.length);
     for (const runId of waiting) {
       expect(await stepOf(base, runId)).toMatchObject({ state: 'available', attempt: 1, leaseOwner: null, startedAt: null });
@@ -89,8 +88,9 @@ describe('pauseQueue / resumeQueue', () => {
 
     expect(await base.client.pauseQueue('default')).toBe(true);
     // Their enqueue wake-ups arrive while the queue is paused and claim nothing.
+    const looked = Promise.all([base, replica].map((env) => env.waitForPasses('cyclone:claim', 1, { queue: 'default' })));
     const waiting = await base.client.enqueueMany('held', [1, 2, 3, 4].map((n) => ({ n })));
-    await sleep(1_000);
+    await looked;
     expect(probe.calls).toHaveLength(0);
 
     // The next poll is a minute away: only the resume's wake-up can start them.
@@ -113,7 +113,7 @@ describe('pauseQueue / resumeQueue', () => {
 
     const worker = await replicaOf(admin, { pollInterval: fastPoll });
     await firstPollTick(worker);
-    await sleep(1_000);
+    await worker.waitForPasses('cyclone:claim', 3);
     expect(ran.filter((runId) => runIds.includes(runId))).toEqual([]);
     for (const runId of runIds) expect((await stepOf(admin, runId)).state).toBe('available');
 

@@ -5,8 +5,9 @@ import { Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
 import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { HandlerProbe, POLLING_OFF, closeAll, firstPollTick, within, type HandlerCall } from './support/handler-probe.js';
 import { sql } from './support/sql.js';
-import { testServerUrl } from './support/nest-app-harness.js';
-import { sleep, waitFor } from './support/wait.js';
+import { CapturingLogger, testServerUrl } from './support/nest-app-harness.js';
+import { waitFor } from './support/wait.js';
+import { untilDatabaseTime } from './support/e2e-helpers.js';
 
 const probe = new HandlerProbe();
 
@@ -122,22 +123,27 @@ describe('graceful shutdown', () => {
     // A replica whose sweep (every 50-200 ms) would reclaim the step if its lease lapsed during the drain.
     const replica = await client(url, { runWorkers: false });
     // The drain below outlasts the lease several times over, so only renewals keep the step this client's.
-    const closing = await client(url, { leaseTtl: 600, shutdownTimeout: 6_000, workers: 2 });
+    const logger = new CapturingLogger();
+    const closing = await client(url, { leaseTtl: 600, shutdownTimeout: 6_000, workers: 2, logger });
     const runId = await closing.client.enqueue('held', {});
     const call = await probe.call(runId);
 
-    const started = Date.now();
-    const closed = closeNow(closing);
-    await sleep(300);
+    let closedAt: number | undefined;
+    const closed = closeNow(closing).then(() => (closedAt = Date.now()));
+    // The workers have stopped claiming and the drain waits for the handler.
+    await waitFor('the drain to begin', () => logger.messages.some((m) => m.startsWith('Waiting up to 6000 ms for 1 running step')));
     // Enqueued while the client drains: it has a free worker, but it must not claim any more.
     const late = await replica.client.enqueue('held', { late: true });
-    await sleep(1_700);
+    // The drain outlasts the lease the step held when it began, twice over, and the replica's sweep looks after that.
+    const [{ lease_expiry }] = await sql<{ lease_expiry: Date }>(url, 'SELECT lease_expiry FROM cyclone_steps WHERE run_id = $1', [runId]);
+    await untilDatabaseTime(replica, new Date(lease_expiry.getTime() + 600));
+    await replica.waitForPasses('cyclone:recovery', 2);
+    const releasedAt = Date.now();
     call.release({ finished: 'during shutdown' });
     await closed;
-    const took = Date.now() - started;
-    // It waited for the handler, and no longer than that.
-    expect(took).toBeGreaterThanOrEqual(2_000);
-    expect(took).toBeLessThan(5_000);
+    // It waited for the handler, and no longer than that (not its shutdownTimeout of 6 s).
+    expect(closedAt).toBeGreaterThanOrEqual(releasedAt);
+    expect(closedAt! - releasedAt).toBeLessThan(3_000);
 
     expect(call.abortedAt).toBeUndefined();
     expect(await stepRow(url, runId)).toMatchObject({ state: 'completed', output: { finished: 'during shutdown' }, reclaims: 0, attempt: 1 });
@@ -225,7 +231,8 @@ describe('graceful shutdown', () => {
       );
 
       await closeNow(env);
-      await sleep(50);
+      // A timer cleared on its way out is destroyed a moment later.
+      await waitFor('the library\'s timers to be gone', () => timers.pending().length === 0, 2_000);
     } finally {
       timers.stop();
     }

@@ -165,8 +165,10 @@ describe('unique keys across three replicas', () => {
 describe('a debounced holder under a limit', () => {
   it('is claimed once it is due, not before', async () => {
     const [a] = await threeReplicas(2);
-    const id = await a.client.enqueue('sync', { account: 'late', n: 1 }, { unique: { key: 'late', debounce: 700 } });
-    await sleep(350);
+    const id = await a.client.enqueue('sync', { account: 'late', n: 1 }, { unique: { key: 'late', debounce: 1_500 } });
+    // The workers have looked, and it is still before it is due.
+    await a.waitForPasses('cyclone:claim', 2);
+    expect(Number((await stepRow(a, id)).due_in_ms)).toBeGreaterThan(0);
     expect((await stepRow(a, id)).state).toBe('available');
     await waitFor('the debounced run', async () => (await a.client.getRun(id)).state === 'completed', 5_000);
   });

@@ -2,9 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { PermanentError, RunFailedError, Step, type StepContext } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError } from './support/e2e-helpers.js';
+import { expectCycloneError, untilDatabaseTime } from './support/e2e-helpers.js';
 import { sql } from './support/sql.js';
-import { sleep } from './support/wait.js';
 
 /**
  * A failure must be recorded whatever the handler threw or returned: if the
@@ -111,7 +110,11 @@ describe('a handler failure that cannot be recorded as it is', () => {
   beforeAll(async () => {
     for (const name of Object.keys(CASES)) runs.set(name, await env.client.enqueue('unrecordable', { name }));
     await Promise.all([...runs.values()].map((runId) => env.runUntilComplete(runId, { timeout: 10_000 })));
-    await sleep(LEASE_TTL_MS * 4);
+    // Past every lease of theirs (on the database clock), the sweep and the workers look again.
+    const [{ now }] = await sql(env, 'SELECT clock_timestamp() AS now');
+    await untilDatabaseTime(env, new Date(now.getTime() + LEASE_TTL_MS));
+    await env.waitForPasses('cyclone:recovery', 2);
+    await env.waitForPasses('cyclone:claim', 2);
   });
 
   it.each(Object.keys(CASES))('%s: the step fails once, readably, consuming its one attempt', async (name) => {

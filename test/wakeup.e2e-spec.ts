@@ -5,7 +5,8 @@ import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { NotificationListener } from '../libs/cyclone/src/notifications/notification-listener.js';
 import { WAKE_CHANNEL } from 'cyclone-nestjs';
 import { lastTickAt } from './support/handler-probe.js';
-import { sleep, waitFor } from './support/wait.js';
+import { sql } from './support/sql.js';
+import { waitFor } from './support/wait.js';
 
 /** Polling effectively off: one tick at startup, the next a minute later. */
 const POLLING_OFF = ['60s', '61s'] as [string, string];
@@ -55,12 +56,8 @@ describe('wake-ups', () => {
   it('LISTEN/NOTIFY wakes the workers: with polling off, jobs enqueued one after another each run at once', async () => {
     env = await CycloneTestEnv.create({ providers: [PingSteps], pollInterval: POLLING_OFF });
     const pollTick = await firstPollTick(env);
-    await sleep(200);
 
-    for (const n of [1, 2, 3]) {
-      expect(await timeJob(env, n)).toBeLessThan(QUICK_MS);
-      await sleep(100);
-    }
+    for (const n of [1, 2, 3]) expect(await timeJob(env, n)).toBeLessThan(QUICK_MS);
     // No poll tick happened meanwhile: the wake-ups came over LISTEN.
     expect(lastTickAt(env, 'cyclone:poll')!.getTime()).toBe(pollTick);
   });
@@ -137,9 +134,10 @@ describe('wake-ups', () => {
     it('wake its workers once, in process, and every other replica once', async () => {
       const { app, heard } = await twoApps();
       expect(await timeJob(app, 1)).toBeLessThan(QUICK_MS);
-      // Time for the NOTIFY's echo to come back, were it not skipped.
-      await sleep(500);
-      expect(heard).toEqual({ own: ['default'], replica: ['default'] });
+      // A NOTIFY sent after the job's reaches the listener after the job's echo would have: once it is heard, the echo was skipped.
+      await sql(app, `SELECT pg_notify('${WAKE_CHANNEL}', 'marker')`);
+      await waitFor('the marker', () => heard.own.includes('marker') && heard.replica.includes('marker'), QUICK_MS);
+      expect(heard).toEqual({ own: ['default', 'marker'], replica: ['default', 'marker'] });
     });
 
     it('still reach every other replica while the LISTEN connection is down', async () => {

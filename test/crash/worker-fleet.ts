@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { waitFor } from '../support/wait.js';
 
 /** The repository root, from this file's place in test/crash/ (or .build/test/crash/). */
 const ROOT = fileURLToPath(new URL(import.meta.url.includes('/.build/') ? '../../../' : '../../', import.meta.url));
@@ -31,6 +32,8 @@ export interface WorkerProcess {
   bootMs?: number;
   readonly whenReady: Promise<void>;
   readonly whenExited: Promise<void>;
+  /** Passes of its loops that ended without failing, by loop name (`cyclone:claim`, `cyclone:recovery`, ...). */
+  readonly passes: Map<string, number>;
 }
 
 /**
@@ -109,6 +112,10 @@ export class WorkerFleet {
         resolve();
       }),
     );
+    const passes = new Map<string, number>();
+    child.on('message', (msg: { type?: string; loop?: string; failed?: boolean }) => {
+      if (msg?.type === 'pass' && msg.loop && !msg.failed) passes.set(msg.loop, (passes.get(msg.loop) ?? 0) + 1);
+    });
     const whenReady = new Promise<void>((resolve, reject) => {
       child.on('message', (msg: { type?: string; owner?: string }) => {
         if (msg?.type !== 'ready') return;
@@ -120,9 +127,26 @@ export class WorkerFleet {
       void whenExited.then(() => reject(new Error(`Worker ${pid} exited before it was ready:\n${this.tail()}`)));
     });
     whenReady.catch(() => undefined);
-    worker = { child, pid, ready: false, exited: false, spawnedAt: Date.now(), whenReady, whenExited };
+    worker = { child, pid, ready: false, exited: false, spawnedAt: Date.now(), whenReady, whenExited, passes };
     this.processes.push(worker);
     return worker;
+  }
+
+  /**
+   * Waits until `n` passes of the worker's `loop` have begun after this call
+   * and ended (one more than `n` ending, since one may have been under way:
+   * a loop's passes never overlap; a worker process serves one queue).
+   */
+  async waitForPasses(worker: WorkerProcess, loop: string, n = 1, timeoutMs = 15_000): Promise<void> {
+    const from = worker.passes.get(loop) ?? 0;
+    await waitFor(
+      `${n} passes of ${loop} in worker ${worker.pid}`,
+      () => {
+        if (worker.exited) throw new Error(`Worker ${worker.pid} exited:\n${this.tail()}`);
+        return (worker.passes.get(loop) ?? 0) - from >= n + 1;
+      },
+      timeoutMs,
+    );
   }
 
   live(): WorkerProcess[] {

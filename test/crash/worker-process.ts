@@ -1,8 +1,10 @@
 /**
  * What the worker processes WorkerFleet spawns share: settings from the
  * environment, and the start: the app comes up, reports
- * { type: 'ready', pid, owner }, and the process exits when the test's IPC
- * channel closes.
+ * { type: 'ready', pid, owner }, then { type: 'pass', loop, queue?, failed }
+ * as each pass of its loops ends (the test kit's waitForPasses, across the
+ * process boundary), and the process exits when the test's IPC channel
+ * closes.
  */
 import { NestFactory } from '@nestjs/core';
 import { CycloneStats, type CycloneModuleOptions } from 'cyclone-nestjs';
@@ -35,7 +37,11 @@ export function startWorkerProcess(module: object, script: string): void {
   const main = async (): Promise<void> => {
     process.on('disconnect', () => process.exit(0));
     const app = await NestFactory.createApplicationContext(module, { logger: ['error', 'warn'] });
-    process.send?.({ type: 'ready', pid: process.pid, owner: app.get(CycloneStats).clientId });
+    const stats = app.get(CycloneStats);
+    stats.events.observe({
+      passEnded: ({ loop, queue, error }) => process.send?.({ type: 'pass', loop, queue, failed: error !== undefined }),
+    });
+    process.send?.({ type: 'ready', pid: process.pid, owner: stats.clientId });
   };
   main().catch((err: unknown) => {
     process.stderr.write(`${script} ${process.pid} failed to start: ${(err as Error)?.stack ?? String(err)}\n`);

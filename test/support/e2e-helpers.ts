@@ -2,6 +2,7 @@ import { expect } from '@jest/globals';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { CycloneError } from 'cyclone-nestjs';
 import { sql } from './sql.js';
+import { waitFor } from './wait.js';
 
 /** How many runs and steps the environment's database holds. */
 export async function countRows(env: CycloneTestEnv): Promise<{ runs: number; steps: number }> {
@@ -61,4 +62,18 @@ export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T)
   let resolve!: (value: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
+}
+
+/**
+ * Waits until the database clock, which every due time and deadline of
+ * Cyclone's is read on, has passed `at`: for a wait that is about time
+ * itself (a delay or a backoff coming due), with a deadline rather than a
+ * guessed sleep.
+ */
+export async function untilDatabaseTime(env: CycloneTestEnv, at: Date, timeoutMs = 10_000): Promise<void> {
+  await waitFor(
+    `the database clock to pass ${at.toISOString()}`,
+    async () => (await sql<{ past: boolean }>(env, 'SELECT clock_timestamp() > $1 AS past', [at]))[0].past,
+    timeoutMs,
+  );
 }

@@ -44,6 +44,14 @@ export const messages = {
     `Run ${runId} failed: ` +
     steps.map((s) => `${s.nodeId} discarded (${s.errorKind ?? 'error'}: ${s.error ?? 'no message'})`).join('; '),
   runCancelled: (runId: string) => `Run ${runId} was cancelled.`,
+  passesTimedOut: (loop: string, queue: string | undefined, seen: number, wanted: number, ms: number) =>
+    `${loop}${queue === undefined ? '' : ` of queue "${queue}"`} ended ${seen} of ${wanted} pass${wanted === 1 ? '' : 'es'} in ${ms} ms. ` +
+    'A pass that failed (the database unreachable) does not count; give a longer timeout on a busy machine.',
+  attemptEndTimedOut: (what: string, ms: number) =>
+    `No attempt of ${what} ended in this environment within ${ms} ms. ` +
+    "Its handler may still be running (release it), or another client's worker ran it: ask that environment.",
+  loopNotRunning: (loop: string, why: string) => `${loop} does not run in this environment: ${why}.`,
+  unknownLoop: (loop: unknown, loops: readonly string[]) => `${describe(loop)} is not a loop of Cyclone's; the loops are ${loops.join(', ')}.`,
   resultTimeout: (runId: string, state: string, ms: number) =>
     `Run ${runId} did not finish within ${ms} ms (it is still ${state}). The run goes on; call result() again to keep waiting.`,
   stepAborted: (reason: AbortReason, runId: string, nodeId: string) => {

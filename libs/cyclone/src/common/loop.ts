@@ -2,6 +2,25 @@ import { Logger } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 
 /**
+ * A client's loops, by the names the health indicator, the metric
+ * `cyclone_loop_last_tick_age_seconds` and the SchedulerRegistry know them
+ * by. `cyclone:claim` is each queue's claim, which the poll loop and
+ * wake-ups start; the others are Loops.
+ */
+export const LOOP_NAMES = [
+  'cyclone:claim',
+  'cyclone:poll',
+  'cyclone:recovery',
+  'cyclone:timers',
+  'cyclone:schedules',
+  'cyclone:retention',
+  'cyclone:partitions',
+  'cyclone:flow-keys',
+  'cyclone:metrics',
+] as const;
+export type LoopName = (typeof LOOP_NAMES)[number];
+
+/**
  * A background task that never overlaps itself: the next tick is scheduled
  * only after the current call settles. The pending timeout is registered in
  * the SchedulerRegistry under the loop's name, so the app can see it.
@@ -15,9 +34,11 @@ export class Loop {
   lastTickAt: Date | null = null;
   lastError: string | null = null;
   startedAt: Date | null = null;
+  /** Told of every pass once it is over: when it began (`performance.now()`), and its error if it failed. */
+  onPassEnded?: (pass: { startedAt: number; error?: string }) => void;
 
   constructor(
-    readonly name: string,
+    readonly name: Exclude<LoopName, 'cyclone:claim'>,
     private readonly delayMs: () => number,
     private readonly task: () => Promise<void>,
     private readonly registry: SchedulerRegistry,
@@ -52,6 +73,7 @@ export class Loop {
   }
 
   private async tick(): Promise<void> {
+    const startedAt = performance.now();
     this.running = this.task()
       .then(() => {
         this.lastError = null;
@@ -62,6 +84,7 @@ export class Loop {
       })
       .finally(() => {
         this.lastTickAt = new Date();
+        this.onPassEnded?.({ startedAt, ...(this.lastError === null ? {} : { error: this.lastError }) });
       });
     await this.running;
     this.running = undefined;

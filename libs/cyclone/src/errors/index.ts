@@ -28,3 +28,4 @@ export * from './step-not-found.error.js';
 export * from './unknown-signal.error.js';
 export * from './unknown-step.error.js';
 export * from './unknown-workflow.error.js';
+export * from './wait-timeout.error.js';

@@ -71,9 +71,10 @@ export class CycloneStats {
     readonly pollIntervalMs: readonly [number, number],
   ) {}
 
-  /** Makes a loop visible to health and metrics. */
+  /** Makes a loop visible to health and metrics, and its passes to the engine's observers. */
   track(loop: Loop): void {
     this.loops.set(loop.name, loop);
+    loop.onPassEnded = (pass) => this.events.passEnded({ loop: loop.name, ...pass });
   }
 
   /** Asks for the cluster's queues to be sampled every `intervalMs` (before the app bootstraps). */

@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import type { LoopName } from '../common/loop.js';
 import type { ErrorKind } from '../sql/names.js';
 
 /** Jobs this client inserted, once their insert returned (for `enqueueTx`, before the caller's commit). */
@@ -57,13 +58,55 @@ export interface StepFinished {
   errorKind?: ErrorKind;
 }
 
-/** Something that wants to know what the engine does: metrics, `@OnStepEvent` listeners. */
+/**
+ * How an attempt of this client's ended: an outcome of StepFinished, or
+ * `lease_lost` (its outcome was dropped: the step had moved on),
+ * `handed_back` (at shutdown) or `unrecorded` (the write failed; the lease
+ * will expire and the step be reclaimed).
+ */
+export type AttemptEnding = AttemptOutcome | 'lease_lost' | 'handed_back' | 'unrecorded';
+
+/**
+ * An attempt this client's worker ran is over: its outcome was written, or
+ * dropped, or could not be written. Unlike StepFinished it comes for every
+ * attempt, whatever became of it.
+ */
+export interface AttemptEnded {
+  runId: string;
+  nodeId: string;
+  kind: string;
+  queue: string;
+  attempt: number;
+  /** The attempt's lease generation, `ctx.fencingToken`: it tells two holders of one attempt apart. */
+  fencingToken: number;
+  outcome: AttemptEnding;
+}
+
+/**
+ * A pass of one of this client's loops is over: a claim on a queue (one or
+ * more claim statements, while there was room and work), or a tick of a
+ * maintenance loop. A claim pass is reported only when it sent a statement:
+ * one that found every slot busy looked for nothing.
+ */
+export interface PassEnded {
+  loop: LoopName;
+  /** The queue of a claim pass. */
+  queue?: string;
+  /** When the pass began, on this process's monotonic clock (`performance.now()`). */
+  startedAt: number;
+  /** Why the pass failed, when it did (usually the database could not be reached). */
+  error?: string;
+}
+
+/** Something that wants to know what the engine does: metrics, `@OnStepEvent` listeners, the test kit. */
 export interface EngineObserver {
   jobsEnqueued?(event: JobsEnqueued): void;
   workflowStarted?(event: WorkflowStarted): void;
   stepStarted?(event: StepStarted): void;
   handlerRan?(event: HandlerRan): void;
   stepFinished?(event: StepFinished): void;
+  attemptEnded?(event: AttemptEnded): void;
+  passEnded?(event: PassEnded): void;
 }
 
 /**
@@ -107,6 +150,14 @@ export class EngineEvents {
 
   stepFinished(event: StepFinished): void {
     this.tell('stepFinished', event);
+  }
+
+  attemptEnded(event: AttemptEnded): void {
+    this.tell('attemptEnded', event);
+  }
+
+  passEnded(event: PassEnded): void {
+    this.tell('passEnded', event);
   }
 
   private tell<K extends keyof EngineObserver>(what: K, event: Parameters<NonNullable<EngineObserver[K]>>[0]): void {

@@ -27,7 +27,14 @@ import { BRING_TIMER_DUE, FIRE_TIMER } from '../sql/timers.sql.js';
 import type { TimerOutcome } from '../maintenance/timer.sweeper.js';
 import { EXPIRE_LEASE, RECOVER_STEP } from '../sql/recovery.sql.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
+import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { StepNotFoundError } from '../errors/step-not-found.error.js';
+import { WaitTimeoutError } from '../errors/wait-timeout.error.js';
+import { LOOP_NAMES, type LoopName } from '../common/loop.js';
+import { checkInteger, checkName, checkOptions } from '../common/validate.js';
+import { messages } from '../cyclone.messages.js';
+import { CycloneStats } from '../runtime/cyclone-stats.js';
+import type { AttemptEnded } from '../runtime/engine-events.js';
 
 export interface CycloneTestEnvOptions extends Omit<CycloneModuleOptions, 'connection'> {
   /** Providers with `@Step` handlers, and anything they need. */
@@ -47,13 +54,37 @@ export interface CycloneTestEnvOptions extends Omit<CycloneModuleOptions, 'conne
   logger?: LogLevel[] | LoggerService | false;
 }
 
+export interface WaitForPassesOptions {
+  /** For `cyclone:claim`: the queue whose claims count. Default: any queue this client serves. */
+  queue?: string;
+  /** Default 30 s. */
+  timeout?: Duration;
+}
+
+export interface AttemptEndedOptions {
+  /** The workflow node; default: any node of the run. */
+  nodeId?: string;
+  /** `ctx.fencingToken` of the attempt: names one holder of a step that was claimed more than once. */
+  fencingToken?: number;
+  /** Default 30 s. */
+  timeout?: Duration;
+}
+
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+const DEFAULT_WAIT_MS = 30_000;
+/** Ends of attempts kept for `attemptEnded`, newest last; a test rarely looks further back. */
+const ENDS_KEPT = 10_000;
 
 /**
  * A Nest application context running Cyclone against a real PostgreSQL, with
  * short test timings: the test kit's counterpart of the seeds' `cyclonetest`.
  */
 export class CycloneTestEnv {
+  /** How this environment's attempts ended, oldest first. */
+  private readonly ends: AttemptEnded[] = [];
+  private readonly endWaiters = new Set<(end: AttemptEnded) => void>();
+  private readonly stats: CycloneStats;
+
   private constructor(
     readonly app: INestApplicationContext,
     readonly client: CycloneClient,
@@ -61,7 +92,16 @@ export class CycloneTestEnv {
     /** URL of this environment's database, to start a second replica on it. */
     readonly databaseUrl: string,
     private readonly database?: TestDatabase,
-  ) {}
+  ) {
+    this.stats = app.get(CycloneStats);
+    this.stats.events.observe({
+      attemptEnded: (end) => {
+        this.ends.push(end);
+        if (this.ends.length > ENDS_KEPT) this.ends.shift();
+        for (const waiter of this.endWaiters) waiter(end);
+      },
+    });
+  }
 
   static async create(options: CycloneTestEnvOptions = {}): Promise<CycloneTestEnv> {
     const { providers = [], imports = [], workers = 2, databaseUrl, isolate = true, logger, ...moduleOptions } = options;
@@ -115,6 +155,95 @@ export class CycloneTestEnv {
     });
     if (!run) throw new ResultTimeoutError(runId, last?.state ?? 'unknown', timeoutMs);
     return run;
+  }
+
+  /**
+   * Resolves once `n` passes of `loop` have begun and ended after this call:
+   * the engine has looked that many times, so what it would have done is
+   * done. Use it to prove that something does not happen (a delayed step is
+   * not claimed, a discarded one is not retried) without guessing a time.
+   * `cyclone:claim` is a queue's claim (only passes that sent a claim count:
+   * one that found every slot busy looked for nothing); the other loops are
+   * the maintenance loops the health indicator names (`cyclone:recovery`,
+   * `cyclone:timers`, `cyclone:schedules`, ...). A failed pass does not
+   * count. Throws WaitTimeoutError after `timeout` (default 30 s), and
+   * InvalidOptionError for a loop that does not run in this environment.
+   */
+  async waitForPasses(loop: LoopName, n = 1, options?: WaitForPassesOptions): Promise<void> {
+    const opts = checkOptions<WaitForPassesOptions>(options, 'waitForPasses options', ['queue', 'timeout']);
+    if (!LOOP_NAMES.includes(loop)) throw new InvalidOptionError(messages.unknownLoop(loop, LOOP_NAMES));
+    checkInteger(n, 'n', 1, 1_000);
+    const timeoutMs = toMs(opts.timeout ?? DEFAULT_WAIT_MS, 'timeout');
+    const queue = opts.queue === undefined ? undefined : checkName(opts.queue, 'queue');
+    this.assertRuns(loop, queue);
+    const since = performance.now();
+    let seen = 0;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        stop();
+        reject(new WaitTimeoutError(messages.passesTimedOut(loop, queue, seen, n, timeoutMs)));
+      }, timeoutMs);
+      const stop = this.stats.events.observe({
+        passEnded: (pass) => {
+          if (pass.loop !== loop || pass.startedAt < since || pass.error !== undefined) return;
+          if (queue !== undefined && pass.queue !== queue) return;
+          if (++seen < n) return;
+          clearTimeout(timer);
+          stop();
+          resolve();
+        },
+      });
+    });
+  }
+
+  /**
+   * How an attempt that this environment's workers ran ended: its outcome
+   * written (`completed`, `retried`, ...), dropped because the step had
+   * moved on (`lease_lost`), or not written (`unrecorded`). Resolves with
+   * the first matching end, at once if it is over already, else when it
+   * comes. Use it after a stale holder returns, to look at the step once its
+   * outcome was tried. Throws WaitTimeoutError after `timeout` (default 30 s).
+   */
+  async attemptEnded(runId: string, options?: AttemptEndedOptions): Promise<AttemptEnded> {
+    const opts = checkOptions<AttemptEndedOptions>(options, 'attemptEnded options', ['nodeId', 'fencingToken', 'timeout']);
+    checkName(runId, 'runId');
+    const timeoutMs = toMs(opts.timeout ?? DEFAULT_WAIT_MS, 'timeout');
+    const nodeId = opts.nodeId === undefined ? undefined : checkName(opts.nodeId, 'nodeId');
+    const token = opts.fencingToken === undefined ? undefined : checkInteger(opts.fencingToken, 'fencingToken', 1, Number.MAX_SAFE_INTEGER);
+    const matches = (end: AttemptEnded) =>
+      end.runId === runId && (nodeId === undefined || end.nodeId === nodeId) && (token === undefined || end.fencingToken === token);
+    const ended = this.ends.find(matches);
+    if (ended) return ended;
+    return new Promise<AttemptEnded>((resolve, reject) => {
+      const waiter = (end: AttemptEnded) => {
+        if (!matches(end)) return;
+        clearTimeout(timer);
+        this.endWaiters.delete(waiter);
+        resolve(end);
+      };
+      const timer = setTimeout(() => {
+        this.endWaiters.delete(waiter);
+        const what = `run ${runId}${nodeId === undefined ? '' : ` node "${nodeId}"`}${token === undefined ? '' : ` with fencing token ${token}`}`;
+        reject(new WaitTimeoutError(messages.attemptEndTimedOut(what, timeoutMs)));
+      }, timeoutMs);
+      this.endWaiters.add(waiter);
+    });
+  }
+
+  /** Fails at once for a loop that would never pass here, rather than at the timeout. */
+  private assertRuns(loop: LoopName, queue: string | undefined): void {
+    if (loop === 'cyclone:claim') {
+      const served = this.stats.servedQueues;
+      if (served.size === 0) throw new InvalidOptionError(messages.loopNotRunning(loop, 'this client runs no workers'));
+      if (queue !== undefined && !served.has(queue)) {
+        throw new InvalidOptionError(messages.loopNotRunning(loop, `this client does not serve queue "${queue}" (it serves ${[...served.keys()].join(', ')})`));
+      }
+      return;
+    }
+    if (queue !== undefined) throw new InvalidOptionError(messages.loopNotRunning(`${loop} of a queue`, 'only cyclone:claim is a queue\'s'));
+    if (!this.stats.loopStates().some((state) => state.name === loop)) {
+      throw new InvalidOptionError(messages.loopNotRunning(loop, 'the loop was not started (an enqueue-only client has no poll loop; metrics need CycloneMetricsModule)'));
+    }
   }
 
   /**

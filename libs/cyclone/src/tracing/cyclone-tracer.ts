@@ -1,4 +1,4 @@
-import type { AttemptOutcome } from '../runtime/engine-events.js';
+import type { AttemptEnding } from '../runtime/engine-events.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import type { ErrorKind } from '../sql/names.js';
 
@@ -14,11 +14,7 @@ export interface ProducerInfo {
 
 /** How an attempt ended, for its span. */
 export interface AttemptEnd {
-  /**
-   * `lease_lost`: the outcome was dropped, the step was no longer this
-   * attempt's; `handed_back`: at shutdown; `unrecorded`: the write failed.
-   */
-  outcome: AttemptOutcome | 'lease_lost' | 'handed_back' | 'unrecorded';
+  outcome: AttemptEnding;
   failed: boolean;
   error?: string;
   errorKind?: ErrorKind;

@@ -120,7 +120,13 @@ export class QueueWorker {
     return Math.max(0, this.slots + ahead - this.busy - this.ready.length);
   }
 
+  /**
+   * One claim pass: claims while there is room and the last claim filled it.
+   * Reported to the engine's observers once over, if it sent a statement.
+   */
   private async claimWhileWork(): Promise<void> {
+    const startedAt = performance.now();
+    let claims = 0;
     try {
       do {
         this.wakeAgain = false;
@@ -137,6 +143,7 @@ export class QueueWorker {
             break;
           }
           const began = performance.now();
+          claims += 1;
           const claim = await source.claim(wanted);
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
           this.start(claim.rows);
@@ -152,7 +159,10 @@ export class QueueWorker {
       this.deps.stats.claimFailures += 1;
       this.deps.stats.lastClaimError = (err as Error).message;
       this.logger.warn(`Claim on queue "${this.queue}" failed: ${(err as Error).message}`);
+      this.deps.stats.events.passEnded({ loop: 'cyclone:claim', queue: this.queue, startedAt, error: (err as Error).message });
+      return;
     }
+    if (claims > 0) this.deps.stats.events.passEnded({ loop: 'cyclone:claim', queue: this.queue, startedAt });
   }
 
   /** Starts claimed steps in free slots; the rest wait for one. */

@@ -151,6 +151,15 @@ export class StepExecution {
       this.heartbeat.stop();
       clearTimeout(this.deadlineTimer);
       clearTimeout(this.abandonTimer);
+      stats.events.attemptEnded({
+        runId: this.row.run_id,
+        nodeId: this.row.node_id,
+        kind: this.row.kind,
+        queue,
+        attempt: this.row.attempt,
+        fencingToken: Number(this.row.lease_generation),
+        outcome: end.outcome,
+      });
     }
   }
 
