@@ -16,7 +16,7 @@ import { countRows, expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, type HandlerCall, firstPollTick, lastTickAt, stepOf, testEnvs, within } from './support/handler-probe.js';
 import type { Statement } from '../libs/cyclone/src/database/statement.js';
 import { testServerUrl } from './support/nest-app-harness.js';
-import { sleep, waitFor } from './support/wait.js';
+import { waitFor } from './support/wait.js';
 import { sql } from './support/sql.js';
 
 /**
@@ -349,14 +349,14 @@ describe('completions of one client recorded together', () => {
 
     // Every other step completed with its own output; the reclaimed one still runs, its stale completion dropped.
     expect(outputs).toEqual(ids.flatMap((_, i) => (i === STALE ? [] : [{ n: i, by: 'first holder' }])));
-    await sleep(300);
+    expect((await env.attemptEnded(ids[STALE], { fencingToken: calls[STALE].fencingToken })).outcome).toBe('lease_lost');
     expect(await stepOf(env, ids[STALE])).toMatchObject({ state: 'running', output: null, reclaims: 1, leaseGeneration: again.fencingToken });
 
     again.release({ n: STALE, by: 'second holder' });
     await expect(env.client.result(ids[STALE], { timeout: 15_000 })).resolves.toEqual({ n: STALE, by: 'second holder' });
 
     // Nothing runs again afterwards, and each step was written once, by its current holder.
-    await sleep(500);
+    await env.waitForPasses('cyclone:claim', 2);
     for (const [i, id] of ids.entries()) {
       const step = await stepOf(env, id);
       if (i === STALE) {
@@ -501,7 +501,6 @@ describe('wake-ups after commit', () => {
     await firstPollTick(worker);
     await firstPollTick(producer);
     const pollTick = lastTickAt(worker, 'cyclone:poll')!.getTime();
-    await sleep(200);
 
     /** Enqueues one `held` job with `enqueue`, waits for its handler and returns how long it took to start. */
     const startDelay = async (enqueue: () => Promise<string>, n: number): Promise<number> => {
@@ -516,7 +515,6 @@ describe('wake-ups after commit', () => {
     // From the other client, one job after another.
     for (const n of [1, 2]) {
       expect(await startDelay(() => producer.client.enqueue('held', {}), n)).toBeLessThan(QUICK_MS);
-      await sleep(100);
     }
     expect(await startDelay(() => producer.client.enqueue('held', {}, { queue: 'alpha' }), 3)).toBeLessThan(QUICK_MS);
 

@@ -35,7 +35,7 @@ import { expectCycloneError } from './support/e2e-helpers.js';
 import { testServerUrl } from './support/nest-app-harness.js';
 import { sql } from './support/sql.js';
 import { TcpProxy } from './support/tcp-proxy.js';
-import { sleep, waitFor } from './support/wait.js';
+import { waitFor } from './support/wait.js';
 
 /**
  * SPEC §16: every error a public call returns is a CycloneError. A database
@@ -64,6 +64,11 @@ const Gate = defineWorkflow('gate').waitForSignal('open').step('after', 'echo', 
 
 let proxy: TcpProxy;
 let env: CycloneTestEnv;
+/** What the LISTEN connection says of its retries: the first at warn, the rest at debug, each with its next pause. */
+const listenerRetries: string[] = [];
+const retriesOnly = (message: unknown) => {
+  if (String(message).startsWith('LISTEN connection lost')) listenerRetries.push(String(message));
+};
 
 beforeAll(async () => {
   proxy = await TcpProxy.start(testServerUrl());
@@ -73,7 +78,7 @@ beforeAll(async () => {
     workflows: [Gate],
     pollInterval: [50, 300],
     // The faults make the library warn by design; the errors the calls throw are the evidence.
-    logger: false,
+    logger: { log: () => undefined, error: () => undefined, warn: retriesOnly, debug: retriesOnly },
   });
 });
 
@@ -265,8 +270,9 @@ describe('a database that cannot be reached', () => {
     await runner.connect();
     await runner.startTransaction();
     await proxy.down();
-    // Let the pool see its idle connections end.
-    await sleep(200);
+    // The pool has seen its idle connections end.
+    const pool = env.app.get(CycloneDatabase).pool;
+    await waitFor('the pool to drop its idle connections', () => pool.idleCount === 0, 5_000);
     const calls: [string, () => Promise<unknown>][] = [
       ['enqueue', () => client().enqueue('echo', {})],
       ['enqueue with a unique key', () => client().enqueue('echo', {}, { unique: 'down' })],
@@ -323,8 +329,13 @@ describe("the LISTEN connection after an outage", () => {
     await waitFor('the listener to be connected', () => listener.isConnected, 10_000);
     await proxy.down();
     await waitFor('the listener to notice', () => !listener.isConnected, 5_000);
-    // Long enough for a doubling backoff to reach seconds.
-    await sleep(3_400);
+    // Down until its doubling pause between retries has reached its cap (the longest poll interval) and stayed there.
+    const retriesBefore = listenerRetries.length;
+    await waitFor(
+      'two retries at the longest pause',
+      () => listenerRetries.slice(retriesBefore).filter((line) => line.endsWith('retrying in 300 ms')).length >= 2,
+      15_000,
+    );
     await proxy.up();
     const upAt = Date.now();
     await waitFor('the listener to be back', () => listener.isConnected, 10_000, 10);

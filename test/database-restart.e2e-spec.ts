@@ -128,7 +128,12 @@ describe('the database restarting mid-run', () => {
     expect(Date.now() - enqueueStarted).toBeLessThan(5_000);
     // A busy handler heartbeats every TTL/3, so one heartbeat fails within a lease of the outage.
     await waitFor('a heartbeat to fail in the outage', () => (stats.heartbeatFailures > before.heartbeatFailures ? true : undefined), LEASE_TTL_MS * 2);
-    await sleep(DOWN_MS - (Date.now() - stoppedAt));
+    // Down for longer than the lease TTL, several claims failing meanwhile.
+    await waitFor(
+      'an outage of several claims, longer than the lease',
+      () => Date.now() - stoppedAt >= DOWN_MS && stats.claimFailures >= before.claimFailures + 3,
+      DOWN_MS * 5,
+    );
     const down = { ...stats };
     expect(listener.isConnected).toBe(false);
     // Claims and heartbeats kept failing (and were counted) rather than stopping the worker.
@@ -165,9 +170,10 @@ describe('the database restarting mid-run', () => {
       10_000,
     );
 
-    // The stream goes on for a while; its NOTIFYs arrive over the new connection.
+    // The stream goes on; its NOTIFYs arrive over the new connection.
     const wakesBefore = wakes;
-    await sleep(1_500);
+    const enqueuedBefore = runIds.length;
+    await waitFor('more jobs, and their wake-ups over the new connection', () => wakes >= wakesBefore + 3 && runIds.length >= enqueuedBefore + 5, 15_000);
     producing = false;
     await producer;
     expect(enqueueFailures).toBeGreaterThan(0);
@@ -184,7 +190,7 @@ describe('the database restarting mid-run', () => {
     expect(wakes).toBeGreaterThan(wakesBefore);
     const after = { ...stats };
     // With the server back, the workers go on claiming (every poll tick) without a failure.
-    await sleep(1_000);
+    await e.waitForPasses('cyclone:claim', 5);
     expect(stats.claimFailures).toBe(after.claimFailures);
 
     // Nothing lost: every run whose enqueue returned completed. (An enqueue cut off by the stop may

@@ -33,8 +33,6 @@ import { sleep, waitFor } from './support/wait.js';
 const LEASE_TTL_MS = 2_000;
 /** Longer than the lease: a worker stalled this long would lose its leases. */
 const BLOCKER_MS = 3_000;
-/** Ample for a statement sent before the migration's commit to answer and its worker to log it. */
-const IN_FLIGHT_MS = 250;
 
 let fleet: WorkerFleet | undefined;
 let database: TestDatabase | undefined;
@@ -113,11 +111,22 @@ describe('the next migration against live workers of the previous version', () =
         const applied = await applyMigrations(admin, { onRetry: () => (retries += 1) });
         const migrationMs = Date.now() - migrationStarted;
         // A statement a worker sent just before the commit fails on the old schema, and its log
-        // line arrives a moment after the commit: the lines after the migration start past that.
-        await sleep(IN_FLIGHT_MS);
+        // line arrives a moment after the commit: the lines after the migration start once every
+        // worker has gone round its claims and its sweep since.
+        await Promise.all(
+          workers.flatMap((w) => [fleet.waitForPasses(w, 'cyclone:claim', 2), fleet.waitForPasses(w, 'cyclone:recovery', 1)]),
+        );
         const migrated = fleet.mark();
         await released;
-        await sleep(1_000);
+        // The workers run jobs written after the app's transaction ended, on the new schema.
+        const producedAfter = produced;
+        await waitFor(
+          'jobs written after the migration to run',
+          async () =>
+            (await sql(url, `SELECT count(*)::int AS n FROM cyclone_runs WHERE state = 'completed' AND (input->>'i')::int >= $1`, [producedAfter]))[0]
+              .n >= 5,
+          15_000,
+        );
         producing = false;
         await producer;
 

@@ -10,8 +10,9 @@ import {
   CycloneStats,
   type CycloneModuleOptions,
 } from 'cyclone-nestjs';
-import { AppHarness, CapturingLogger, ConcurrencyProbe } from './support/nest-app-harness.js';
-import { sleep } from './support/wait.js';
+import { waitForPasses } from 'cyclone-nestjs/testing';
+import { AppHarness, CapturingLogger, ConcurrencyProbe, passesOf } from './support/nest-app-harness.js';
+import { sleep, waitFor } from './support/wait.js';
 import { sql } from './support/sql.js';
 
 const harness = new AppHarness();
@@ -233,8 +234,10 @@ describe('CycloneModule.forRoot / forRootAsync', () => {
     const client = api.get(CycloneClient);
     const runId = await client.enqueue('tagged', { i: 1 });
 
-    // Nobody runs it while only the enqueue-only app is up.
-    await sleep(1_000);
+    // Nobody runs it while only the enqueue-only app is up: its loops go round, it never claims.
+    const claims = passesOf(api, 'cyclone:claim');
+    await waitForPasses(api, 'cyclone:recovery', 3);
+    expect(claims()).toBe(0);
     const [step] = await client.listSteps(runId);
     expect(step.state).toBe('available');
     expect(ranBy).toEqual([]);
@@ -301,18 +304,19 @@ describe('CycloneModule.forRoot / forRootAsync', () => {
 describe('loops and @nestjs/schedule', () => {
   it("registers its loops in the app's SchedulerRegistry and does not run the host's own jobs twice", async () => {
     const db = await harness.database();
-    const ticks = { interval: 0, cron: 0 };
+    /** When each of the host's own jobs ran. */
+    const ticks = { interval: [] as number[], cron: [] as number[] };
 
     @Injectable()
     class HostJobs {
       @Interval(200)
       everyFifth() {
-        ticks.interval += 1;
+        ticks.interval.push(Date.now());
       }
 
       @Cron('* * * * * *')
       everySecond() {
-        ticks.cron += 1;
+        ticks.cron.push(Date.now());
       }
     }
 
@@ -325,9 +329,7 @@ describe('loops and @nestjs/schedule', () => {
     })
     class AppModule {}
 
-    const started = Date.now();
     const app = await harness.start(AppModule);
-    const ready = Date.now();
     const registry = app.get(SchedulerRegistry);
     expect(registry.getTimeouts()).toEqual(expect.arrayContaining(['cyclone:poll', 'cyclone:retention']));
     expect(registry.getIntervals()).toHaveLength(1);
@@ -337,18 +339,14 @@ describe('loops and @nestjs/schedule', () => {
     const runId = await app.get(CycloneClient).enqueue('tagged', { i: 4 });
     await expect(app.get(CycloneClient).result(runId, { timeout: 10_000 })).resolves.toEqual({ by: 'sched', i: 4 });
 
-    await sleep(Math.max(0, 2_200 - (Date.now() - ready)));
-    const elapsed = Date.now() - started;
-    const { interval, cron } = ticks;
-    // Timers never fire early, so one registration gives at most elapsed/period ticks
-    // (elapsed counted from before startup); a second registration would double the count.
-    expect(interval).toBeGreaterThanOrEqual(2);
-    expect(interval).toBeLessThanOrEqual(Math.floor(elapsed / 200));
-    expect(cron).toBeGreaterThanOrEqual(1);
-    expect(cron).toBeLessThanOrEqual(Math.floor(elapsed / 1_000) + 1);
+    // Timers never fire early: one registration ticks a period apart, a second one would tick in between.
+    await waitFor('four ticks of each job', () => ticks.interval.length >= 4 && ticks.cron.length >= 4, 15_000);
+    const gaps = (times: number[]) => times.slice(1).map((t, i) => t - times[i]);
+    expect(Math.min(...gaps(ticks.interval))).toBeGreaterThanOrEqual(150);
+    expect(Math.min(...gaps(ticks.cron))).toBeGreaterThanOrEqual(500);
 
     // The poll loop keeps re-registering under its name while the app runs.
-    await sleep(300);
+    await waitForPasses(app, 'cyclone:poll', 2);
     expect(registry.getTimeouts()).toContain('cyclone:poll');
   });
 
@@ -380,11 +378,14 @@ describe('app.close()', () => {
     await expect(closing.get(CycloneClient).result(first, { timeout: 10_000 })).resolves.toEqual({ by: 'closed', i: 0 });
     const stats = closing.get(CycloneStats);
     await harness.close(closing);
+    const closedPasses = passesOf(closing, undefined);
 
     const api = await harness.start(ApiModule);
     const client = api.get(CycloneClient);
     const runId = await client.enqueue('tagged', { i: 1 });
-    await sleep(1_200);
+    // The api app's loops go round; none of the closed app's does.
+    await waitForPasses(api, 'cyclone:recovery', 4);
+    expect(closedPasses()).toBe(0);
     expect((await client.listSteps(runId))[0].state).toBe('available');
     expect(ranBy).toEqual(['closed']);
     // The closed app holds no LISTEN connection any more: only the api app's remains.
@@ -395,8 +396,9 @@ describe('app.close()', () => {
     expect(listeners[0].n).toBe(1);
     const pollTick = () => stats.loopStates().find((loop) => loop.name === 'cyclone:poll')?.lastTickAt;
     const lastTick = pollTick()!.getTime();
-    await sleep(400);
+    await waitForPasses(api, 'cyclone:recovery', 2);
     expect(pollTick()!.getTime()).toBe(lastTick);
+    expect(closedPasses()).toBe(0);
 
     // The job was runnable all along: a running app picks it up.
     await harness.start(SuccessorModule);

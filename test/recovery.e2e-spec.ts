@@ -1,11 +1,12 @@
 import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { RunFailedError, Step, type StepContext } from 'cyclone-nestjs';
+import { RunFailedError, Step, WAKE_CHANNEL, type StepContext } from 'cyclone-nestjs';
+import { NotificationListener } from '../libs/cyclone/src/notifications/notification-listener.js';
 import { RecoverySweeper, type RecoveryOutcome } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError } from './support/e2e-helpers.js';
+import { expectCycloneError, untilDatabaseTime, untilRunningStepsLapse } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, claimAsDeadWorker, firstPollTick, stepOf, testEnvs } from './support/handler-probe.js';
-import { sleep } from './support/wait.js';
+import { waitFor } from './support/wait.js';
 import { sql } from './support/sql.js';
 
 const probe = new HandlerProbe();
@@ -51,7 +52,7 @@ describe('the recovery sweep', () => {
     expect(await claimAsDeadWorker(base, ['stranded'], { leaseTtlMs: 1 })).toHaveLength(40);
     // A live lease, but a timeout (200 ms) that elapses on the database clock.
     expect(await claimAsDeadWorker(base, ['stranded_timeout'], { leaseTtlMs: 60_000 })).toHaveLength(20);
-    await sleep(300);
+    await untilRunningStepsLapse(base);
 
     const passes = await Promise.all(replicas.flatMap((r) => [sweep(r), sweep(r), sweep(r)]));
     const outcomes = passes.flat();
@@ -77,7 +78,7 @@ describe('the recovery sweep', () => {
     await firstPollTick(env);
     await env.client.enqueueMany('stranded', Array.from({ length: 130 }, (_, n) => ({ n })));
     expect(await claimAsDeadWorker(env, ['stranded'])).toHaveLength(130);
-    await sleep(20);
+    await untilRunningStepsLapse(env);
 
     const running = async () =>
       (await sql<{ n: number }>(env, "SELECT count(*)::int AS n FROM cyclone_steps WHERE state = 'running'"))[0].n;
@@ -124,7 +125,7 @@ describe('the recovery sweep', () => {
     const wedged = await env.client.enqueue('stranded_timeout', {});
     await claimAsDeadWorker(env, ['stranded'], { leaseTtlMs: 1 });
     await claimAsDeadWorker(env, ['stranded_timeout'], { leaseTtlMs: 60_000 });
-    await sleep(300);
+    await untilRunningStepsLapse(env);
 
     expect((await sweep(env)).sort()).toEqual(['reclaim_limit', 'timeout_discarded']);
     expect((await env.client.getRun(crashLoop)).state).toBe('failed');
@@ -143,17 +144,23 @@ describe('the recovery sweep', () => {
     const worker = await createEnv({ pollInterval: POLLING_OFF });
     await firstPollTick(worker);
     const runId = await worker.client.enqueue('held', {}, { processIn: 200 });
-    const dueAt = Date.now() + 200;
+    const dueAt = (await stepOf(worker, runId)).scheduledAt.getTime();
     // A replica that polls quickly: its threshold is 5 × its longest poll interval, at least 5 s.
     const sweeper = await replicaOf(worker, { runWorkers: false, pollInterval: [50, 200] });
+    const heard: string[] = [];
+    worker.app.get(NotificationListener).on(WAKE_CHANNEL, (queue) => heard.push(queue));
 
-    await sleep(2_500);
+    // Due for 2.5 s, below the threshold: neither this sweep nor the replica's own wake the queue.
+    await untilDatabaseTime(sweeper, new Date(dueAt + 2_500));
     expect(await sweep(sweeper)).toEqual([]);
-    await sleep(300);
+    // A NOTIFY sent now reaches the worker after any wake-up those sweeps sent: none came before it.
+    await sql(sweeper, `SELECT pg_notify('${WAKE_CHANNEL}', 'marker')`);
+    await waitFor('the marker', () => heard.includes('marker'));
+    expect(heard).toEqual(['marker']);
     expect(probe.of(runId)).toHaveLength(0);
     expect((await stepOf(worker, runId)).state).toBe('available');
 
-    await sleep(Math.max(0, dueAt + 5_100 - Date.now()));
+    await untilDatabaseTime(sweeper, new Date(dueAt + 5_100));
     await sweep(sweeper);
     const call = await probe.call(runId, 0, 3_000);
     expect(call.startedAt - dueAt).toBeGreaterThanOrEqual(4_900);

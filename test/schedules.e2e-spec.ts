@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { InvalidScheduleError, Step } from 'cyclone-nestjs';
 import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
+import { ScheduleTicker } from '../libs/cyclone/src/maintenance/schedule.ticker.js';
 import { HandlerProbe, testEnvs } from './support/handler-probe.js';
 import { countRows, expectCycloneError } from './support/e2e-helpers.js';
 import { sql } from './support/sql.js';
@@ -68,7 +69,13 @@ describe('schedules across three replicas', () => {
       lastTickAt: pulse.lastTickAt === null ? null : expect.any(Date),
     });
     const envs = [a, await replicaOf(a, { schedules: EVERY_SECOND }), await replicaOf(a, { schedules: EVERY_SECOND })];
-    await sleep(6_000);
+    // Many ticks with all three replicas up, and two of the @Step schedule's (every 2 s).
+    const firstTicks = (await runsOf(a, 'pulse')).length;
+    await waitFor(
+      'six ticks with the three replicas up',
+      async () => (await runsOf(a, 'pulse')).length >= firstTicks + 6 && (await runsOf(a, 'tagged')).length >= 2,
+      20_000,
+    );
     const runs = await runsOf(a, 'pulse');
     expect(runs.length).toBeGreaterThanOrEqual(5);
     expectEverySecondOnce(runs);
@@ -100,14 +107,17 @@ describe('schedules across three replicas', () => {
     await waitFor('a tick', async () => (await runsOf(url, 'pulse')).length >= 2, 5_000);
     const b = await start({ schedules: EVERY_SECOND });
     await a.close();
-    await sleep(1_500);
+    // b goes on alone.
+    const ticksWithA = (await runsOf(url, 'pulse')).length;
+    await waitFor('a tick of b alone', async () => (await runsOf(url, 'pulse')).length > ticksWithA, 5_000);
     await b.close();
     const last = (await runsOf(url, 'pulse')).at(-1)!;
     // A client of the same app started afresh knows the last tick from the table.
     const c = await start({ schedules: EVERY_SECOND, runWorkers: false });
     const listed = (await c.client.listSchedules()).find((s) => s.name === 'pulse')!;
     expect(listed.lastTickAt!.getTime()).toBeGreaterThanOrEqual(Date.parse(last.tick));
-    await sleep(2_000);
+    const ticksBeforeC = (await runsOf(url, 'pulse')).length;
+    await waitFor('two ticks of c', async () => (await runsOf(url, 'pulse')).length >= ticksBeforeC + 2, 5_000);
     await c.close();
     expectEverySecondOnce(await runsOf(url, 'pulse'));
 
@@ -115,7 +125,8 @@ describe('schedules across three replicas', () => {
     const count = (await runsOf(url, 'pulse')).length;
     const d = await start();
     try {
-      await sleep(2_500);
+      // Its schedule loop goes round (for the @Step schedule, every 2 s) and never fires the removed one.
+      await d.waitForPasses('cyclone:schedules', 2);
       expect((await runsOf(url, 'pulse')).length).toBe(count);
       expect((await d.client.listSchedules()).map((s) => s.name)).toEqual(['tagged']);
     } finally {
@@ -132,14 +143,18 @@ describe('schedules across three replicas', () => {
       { name: 'catch_none', cron, kind: 'daily', catchUp: 'none' as const },
     ];
     const a = await createEnv({ schedules, runWorkers: false });
-    await sleep(300);
+    await waitFor('the schedules to be registered', async () => (await sql(a, "SELECT 1 FROM cyclone_schedules WHERE name LIKE 'catch_%'")).length === 2);
+    // A pass now finds nothing owed: the tick five minutes ago came before the schedules were known.
+    expect((await a.app.get(ScheduleTicker).tick()).filter((t) => t.name.startsWith('catch_'))).toEqual([]);
     expect(await runsOf(a, 'catch_latest')).toEqual([]);
     // As if these schedules had been known for three days and every client had been down since.
     await sql(a, `UPDATE cyclone_schedules SET since = now() - interval '3 days', last_tick_at = NULL`);
     const b = await replicaOf(a, { schedules, runWorkers: false });
-    await replicaOf(a, { schedules, runWorkers: false });
+    const c = await replicaOf(a, { schedules, runWorkers: false });
     await waitFor('the catch-up run', async () => (await runsOf(a, 'catch_latest')).length > 0, 5_000);
-    await sleep(500);
+    // Once it is there, a pass of every replica finds nothing more owed.
+    const passes = await Promise.all([a, b, c].map((env) => env.app.get(ScheduleTicker).tick()));
+    expect(passes.flat().filter((t) => t.outcome === 'fired')).toEqual([]);
     const latest = await runsOf(a, 'catch_latest');
     const expected = new Date(past);
     expected.setUTCSeconds(0, 0);

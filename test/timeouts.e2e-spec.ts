@@ -3,9 +3,8 @@ import { Injectable } from '@nestjs/common';
 import { RunFailedError, Step, StepAbortedError, type StepContext } from 'cyclone-nestjs';
 import { RecoverySweeper } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError } from './support/e2e-helpers.js';
+import { expectCycloneError, untilDatabaseTime } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, stepOf, stepWhen, within, testEnvs } from './support/handler-probe.js';
-import { sleep } from './support/wait.js';
 import { sql } from './support/sql.js';
 
 const probe = new HandlerProbe();
@@ -124,9 +123,11 @@ describe('handlers that ignore their signal', () => {
 
     second.release('second attempt');
     await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toBe('second attempt');
+    // The worker stopped waiting for the first call when it timed out (its own timer or the sweep came first):
+    // its attempt is over, so what it returns now goes nowhere.
+    expect(['retried', 'lease_lost']).toContain((await env.attemptEnded(runId, { fencingToken: first.fencingToken })).outcome);
     first.release('first attempt, far too late');
     await probe.returned(first);
-    await sleep(200);
     expect(await stepOf(env, runId)).toMatchObject({ state: 'completed', attempt: 2, output: 'second attempt' });
   });
 
@@ -139,9 +140,9 @@ describe('handlers that ignore their signal', () => {
     expect(call.returnedAt).toBeUndefined();
     expect(err.failedSteps).toEqual([{ nodeId: 'stubborn', error: expect.stringMatching(/timed out/), errorKind: 'timeout' }]);
 
+    expect(['discarded', 'lease_lost']).toContain((await env.attemptEnded(runId, { fencingToken: call.fencingToken })).outcome);
     call.release({ late: true });
     await probe.returned(call);
-    await sleep(200);
     expect(await stepOf(env, runId)).toMatchObject({ state: 'discarded', attempt: 1, output: null, errorKind: 'timeout' });
     expect((await env.client.getRun(runId)).state).toBe('failed');
   });
@@ -172,8 +173,9 @@ describe('per-enqueue timeout', () => {
     const env = await createEnv();
     const runId = await env.client.enqueue('quarter_second', {}, { timeout: '10s', maxAttempts: 1 });
     const call = await probe.call(runId);
-    // Several times the step's own 250 ms.
-    await sleep(1_000);
+    // Several times the step's own 250 ms on the database clock, and the sweep has looked since.
+    await untilDatabaseTime(env, new Date((await stepOf(env, runId)).startedAt!.getTime() + 1_000));
+    await env.waitForPasses('cyclone:recovery', 2);
     expect(call.abortedAt).toBeUndefined();
     expect(call.deadline!.getTime() - call.startedAt).toBeGreaterThan(9_000);
     call.release('in time');
@@ -198,7 +200,8 @@ describe('the database clock', () => {
     // The next renewal matches nothing, and the handler's signal says why.
     expectAborted(await within(call.aborted, 5_000, 'no abort'), 'timeout');
     const stopped = await stepOf(env, runId);
-    await sleep(500);
+    // Renewals come every TTL/3 (100 ms): past two TTLs, several would have.
+    await untilDatabaseTime(env, new Date(stopped.heartbeatAt!.getTime() + 600));
     const later = await stepOf(env, runId);
     expect(later.heartbeatAt).toEqual(stopped.heartbeatAt);
     expect(later).toMatchObject({ state: 'running', attempt: 1 });
@@ -213,8 +216,7 @@ describe('the database clock', () => {
 
     // The handler returns success at last: dropped, the attempt stays consumed once.
     call.release({ ok: true });
-    await probe.returned(call);
-    await sleep(300);
+    expect((await env.attemptEnded(runId, { fencingToken: call.fencingToken })).outcome).toBe('lease_lost');
     expect(await stepOf(env, runId)).toMatchObject({ state: 'available', attempt: 2, output: null, errorKind: 'timeout' });
   });
 
@@ -239,8 +241,7 @@ describe('the database clock', () => {
 
       expectAborted(await within(call.aborted, 5_000, 'no abort'), 'timeout');
       call.release('too late');
-      await probe.returned(call);
-      await sleep(200);
+      expect((await env.attemptEnded(runId, { fencingToken: call.fencingToken })).outcome).toBe('lease_lost');
       expect(await stepOf(env, runId)).toMatchObject({ state, attempt, output: null, errorKind: 'timeout' });
     },
   );

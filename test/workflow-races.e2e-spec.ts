@@ -12,7 +12,7 @@ import { TimerSweeper, type TimerOutcome } from '../libs/cyclone/src/maintenance
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError } from './support/e2e-helpers.js';
 import { sql } from './support/sql.js';
-import { HandlerProbe, POLLING_OFF, firstPollTick, testEnvs } from './support/handler-probe.js';
+import { HandlerProbe, POLLING_OFF, attemptEndOf, firstPollTick, testEnvs } from './support/handler-probe.js';
 import { sleep, waitFor } from './support/wait.js';
 
 const probe = new HandlerProbe();
@@ -154,7 +154,7 @@ describe('workflow races: each has exactly one outcome', () => {
       await Promise.all(firers);
     }
     // Further passes find nothing left to fire.
-    await sleep(200);
+    await Promise.all(envs.map((env) => env.waitForPasses('cyclone:timers')));
     expect((await Promise.all(envs.map((env) => env.app.get(TimerSweeper).fire()))).flat()).toEqual([]);
 
     const outcomes = await outcomesOf(spies);
@@ -264,8 +264,8 @@ describe('workflow races: each has exactly one outcome', () => {
       expect(outcomeOf(steps.after)).toEqual({ state: 'pending', output: null, errorKind: null });
       await expectCycloneError(base.client.output(runId, 'approval'), InvalidStateError, 'invalid_state');
     }
-    // Settled for good: nothing fires later, and no successor of a failed wait runs.
-    await sleep(300);
+    // Settled for good: a pass of every client's timers (their loops are off) finds nothing to fire,
+    // and no successor of a failed wait runs.
     expect((await Promise.all(envs.map((env) => env.app.get(TimerSweeper).fire()))).flat()).toEqual([]);
     for (const i of refused) expect(countedRuns(runIds[i], 'after')).toBe(0);
   });
@@ -282,9 +282,9 @@ describe('workflow races: each has exactly one outcome', () => {
         return { cancelled, atCancel: await stepsOf(base, runId) };
       }),
     );
-    // Every handler has returned, and late results had time to land (or be dropped).
-    await Promise.all(calls.map((call) => probe.returned(call)));
-    await sleep(500);
+    // Every handler has returned, and its result has landed (or been dropped); the workers have looked again since.
+    await Promise.all(calls.map((call) => attemptEndOf(envs, call)));
+    await Promise.all(envs.map((env) => env.waitForPasses('cyclone:claim', 2)));
 
     for (const [i, { cancelled, atCancel }] of raced.entries()) {
       const runId = runIds[i];
@@ -326,8 +326,8 @@ describe('workflow races: each has exactly one outcome', () => {
         return collide(i, () => calls[i].release({ last: i }), () => client.cancel(runId));
       }),
     );
-    await Promise.all(calls.map((call) => probe.returned(call)));
-    await sleep(500);
+    await Promise.all(calls.map((call) => attemptEndOf(envs, call)));
+    await Promise.all(envs.map((env) => env.waitForPasses('cyclone:claim', 2)));
 
     for (const [i, cancelled] of raced.entries()) {
       const runId = runIds[i];
@@ -368,9 +368,9 @@ describe('workflow races: each has exactly one outcome', () => {
         return { paused, secondAtPause: (await stepsOf(base, runId)).second.state };
       }),
     );
-    await Promise.all(calls.map((call) => probe.returned(call)));
-    // Time for any wrongly released successor to be claimed (workers poll every 10-30 ms).
-    await sleep(1_000);
+    await Promise.all(calls.map((call) => attemptEndOf(envs, call)));
+    // Any wrongly released successor would be claimed by now: every worker has looked, several times.
+    await Promise.all(envs.map((env) => env.waitForPasses('cyclone:claim', 3)));
 
     const held: string[] = [];
     for (const [i, { paused, secondAtPause }] of raced.entries()) {
@@ -380,9 +380,9 @@ describe('workflow races: each has exactly one outcome', () => {
       expect(outcomeOf(steps.first)).toEqual({ state: 'completed', output: { first: i }, errorKind: null });
       if (paused === null || secondAtPause === 'running' || secondAtPause === 'completed') {
         // The successor was claimed before the pause: it finishes, and so does the run.
+        expect((await base.runUntilComplete(runId)).state).toBe('completed');
         expect(countedRuns(runId, 'second')).toBe(1);
-        expect(outcomeOf(steps.second)).toEqual({ state: 'completed', output: { node: 'second' }, errorKind: null });
-        expect((await base.client.getRun(runId)).state).toBe('completed');
+        expect(outcomeOf((await stepsOf(base, runId)).second)).toEqual({ state: 'completed', output: { node: 'second' }, errorKind: null });
       } else {
         expect(paused).toBe(true);
         expect(secondAtPause).toBe('paused');

@@ -77,3 +77,12 @@ export async function untilDatabaseTime(env: CycloneTestEnv, at: Date, timeoutMs
     timeoutMs,
   );
 }
+
+/** Waits until every running step is the recovery sweep's: its lease, or its timeout, has run out on the database clock. */
+export async function untilRunningStepsLapse(env: CycloneTestEnv): Promise<void> {
+  const [{ at }] = await sql<{ at: Date | null }>(
+    env,
+    `SELECT max(least(lease_expiry, started_at + timeout)) AS at FROM cyclone_steps WHERE state = 'running'`,
+  );
+  if (at) await untilDatabaseTime(env, at);
+}

@@ -201,6 +201,18 @@ export function lastTickAt(env: CycloneTestEnv, loop: string): Date | null {
   return env.app.get(CycloneStats).loopStates().find((state) => state.name === loop)?.lastTickAt ?? null;
 }
 
+/** How the call's attempt ended, in whichever of `envs` ran it (their workers share the runs). */
+export function attemptEndOf(envs: CycloneTestEnv[], call: HandlerCall, timeoutMs = 10_000) {
+  return waitFor(
+    `the end of the attempt of run ${call.runId} node ${call.nodeId} with fencing token ${call.fencingToken}`,
+    () =>
+      envs
+        .flatMap((env) => env.attemptEnds(call.runId))
+        .find((end) => end.nodeId === call.nodeId && end.fencingToken === call.fencingToken),
+    timeoutMs,
+  );
+}
+
 /** The client id an environment's workers take leases in. */
 export const ownerOf = (env: CycloneTestEnv): string => env.app.get(CycloneStats).clientId;
 

@@ -1,12 +1,24 @@
 import type { DynamicModule, INestApplicationContext, LoggerService, LogLevel, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { TestDatabase } from 'cyclone-nestjs/testing';
+import { CycloneStats } from 'cyclone-nestjs';
+import { TestDatabase, type LoopName } from 'cyclone-nestjs/testing';
 
 /** The server the jest global setup started (or the one the environment gave). */
 export function testServerUrl(): string {
   const url = process.env.CYCLONE_TEST_DATABASE_URL;
   if (!url) throw new Error('CYCLONE_TEST_DATABASE_URL is not set: run these tests through jest (global setup).');
   return url;
+}
+
+/** Counts the passes of `loop` (of every loop, when undefined) that the app's engine ends from now on. */
+export function passesOf(app: INestApplicationContext, loop: LoopName | undefined): () => number {
+  let passes = 0;
+  app.get(CycloneStats).events.observe({
+    passEnded: (pass) => {
+      if (loop === undefined || pass.loop === loop) passes += 1;
+    },
+  });
+  return () => passes;
 }
 
 /**

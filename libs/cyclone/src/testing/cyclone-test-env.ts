@@ -27,11 +27,11 @@ import { BRING_TIMER_DUE, FIRE_TIMER } from '../sql/timers.sql.js';
 import type { TimerOutcome } from '../maintenance/timer.sweeper.js';
 import { EXPIRE_LEASE, RECOVER_STEP } from '../sql/recovery.sql.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
-import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { StepNotFoundError } from '../errors/step-not-found.error.js';
 import { WaitTimeoutError } from '../errors/wait-timeout.error.js';
-import { LOOP_NAMES, type LoopName } from '../common/loop.js';
+import type { LoopName } from '../common/loop.js';
 import { checkInteger, checkName, checkOptions } from '../common/validate.js';
+import { DEFAULT_WAIT_MS, waitForPasses, type WaitForPassesOptions } from './wait-for-passes.js';
 import { messages } from '../cyclone.messages.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { AttemptEnded } from '../runtime/engine-events.js';
@@ -54,13 +54,6 @@ export interface CycloneTestEnvOptions extends Omit<CycloneModuleOptions, 'conne
   logger?: LogLevel[] | LoggerService | false;
 }
 
-export interface WaitForPassesOptions {
-  /** For `cyclone:claim`: the queue whose claims count. Default: any queue this client serves. */
-  queue?: string;
-  /** Default 30 s. */
-  timeout?: Duration;
-}
-
 export interface AttemptEndedOptions {
   /** The workflow node; default: any node of the run. */
   nodeId?: string;
@@ -71,7 +64,6 @@ export interface AttemptEndedOptions {
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-const DEFAULT_WAIT_MS = 30_000;
 /** Ends of attempts kept for `attemptEnded`, newest last; a test rarely looks further back. */
 const ENDS_KEPT = 10_000;
 
@@ -159,41 +151,10 @@ export class CycloneTestEnv {
 
   /**
    * Resolves once `n` passes of `loop` have begun and ended after this call:
-   * the engine has looked that many times, so what it would have done is
-   * done. Use it to prove that something does not happen (a delayed step is
-   * not claimed, a discarded one is not retried) without guessing a time.
-   * `cyclone:claim` is a queue's claim (only passes that sent a claim count:
-   * one that found every slot busy looked for nothing); the other loops are
-   * the maintenance loops the health indicator names (`cyclone:recovery`,
-   * `cyclone:timers`, `cyclone:schedules`, ...). A failed pass does not
-   * count. Throws WaitTimeoutError after `timeout` (default 30 s), and
-   * InvalidOptionError for a loop that does not run in this environment.
+   * the engine has looked that many times. See `waitForPasses`.
    */
-  async waitForPasses(loop: LoopName, n = 1, options?: WaitForPassesOptions): Promise<void> {
-    const opts = checkOptions<WaitForPassesOptions>(options, 'waitForPasses options', ['queue', 'timeout']);
-    if (!LOOP_NAMES.includes(loop)) throw new InvalidOptionError(messages.unknownLoop(loop, LOOP_NAMES));
-    checkInteger(n, 'n', 1, 1_000);
-    const timeoutMs = toMs(opts.timeout ?? DEFAULT_WAIT_MS, 'timeout');
-    const queue = opts.queue === undefined ? undefined : checkName(opts.queue, 'queue');
-    this.assertRuns(loop, queue);
-    const since = performance.now();
-    let seen = 0;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        stop();
-        reject(new WaitTimeoutError(messages.passesTimedOut(loop, queue, seen, n, timeoutMs)));
-      }, timeoutMs);
-      const stop = this.stats.events.observe({
-        passEnded: (pass) => {
-          if (pass.loop !== loop || pass.startedAt < since || pass.error !== undefined) return;
-          if (queue !== undefined && pass.queue !== queue) return;
-          if (++seen < n) return;
-          clearTimeout(timer);
-          stop();
-          resolve();
-        },
-      });
-    });
+  waitForPasses(loop: LoopName, n = 1, options?: WaitForPassesOptions): Promise<void> {
+    return waitForPasses(this.app, loop, n, options);
   }
 
   /**
@@ -230,20 +191,12 @@ export class CycloneTestEnv {
     });
   }
 
-  /** Fails at once for a loop that would never pass here, rather than at the timeout. */
-  private assertRuns(loop: LoopName, queue: string | undefined): void {
-    if (loop === 'cyclone:claim') {
-      const served = this.stats.servedQueues;
-      if (served.size === 0) throw new InvalidOptionError(messages.loopNotRunning(loop, 'this client runs no workers'));
-      if (queue !== undefined && !served.has(queue)) {
-        throw new InvalidOptionError(messages.loopNotRunning(loop, `this client does not serve queue "${queue}" (it serves ${[...served.keys()].join(', ')})`));
-      }
-      return;
-    }
-    if (queue !== undefined) throw new InvalidOptionError(messages.loopNotRunning(`${loop} of a queue`, 'only cyclone:claim is a queue\'s'));
-    if (!this.stats.loopStates().some((state) => state.name === loop)) {
-      throw new InvalidOptionError(messages.loopNotRunning(loop, 'the loop was not started (an enqueue-only client has no poll loop; metrics need CycloneMetricsModule)'));
-    }
+  /**
+   * The ends of the attempts this environment's workers ran (of `runId`, or
+   * all), oldest first, as `attemptEnded` sees them: the latest 10,000.
+   */
+  attemptEnds(runId?: string): readonly AttemptEnded[] {
+    return runId === undefined ? [...this.ends] : this.ends.filter((end) => end.runId === runId);
   }
 
   /**
