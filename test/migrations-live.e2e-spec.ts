@@ -113,8 +113,9 @@ describe('the next migration against live workers of the previous version', () =
         // A statement a worker sent just before the commit fails on the old schema, and its log
         // line arrives a moment after the commit: the lines after the migration start once every
         // worker has gone round its claims and its sweep since.
+        const live = fleet;
         await Promise.all(
-          workers.flatMap((w) => [fleet.waitForPasses(w, 'cyclone:claim', 2), fleet.waitForPasses(w, 'cyclone:recovery', 1)]),
+          workers.flatMap((w) => [live.waitForPasses(w, 'cyclone:claim', 2), live.waitForPasses(w, 'cyclone:recovery', 1)]),
         );
         const migrated = fleet.mark();
         await released;
