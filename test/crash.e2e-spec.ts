@@ -157,7 +157,8 @@ describe('crash recovery with real worker processes', () => {
       const inputs = (from: number, n: number): CrashInput[] => Array.from({ length: n }, (_, k) => ({ i: from + k }));
       const runIds = await env.client.enqueueMany(CRASH_KIND, inputs(0, JOBS));
       const started = Date.now();
-      const deadline = started + 45_000;
+      // A guard, not a budget: the loop ends when the kills are done and every run completed.
+      const deadline = started + 120_000;
 
       const kills: Kill[] = [];
       let nextKillAt = started + 1_000;
@@ -174,7 +175,7 @@ describe('crash recovery with real worker processes', () => {
         }
         if (Date.now() > deadline) {
           throw new Error(
-            `Only ${completed} of ${rows[0].total} runs completed after ${kills.length} kill(s) in 45 s.\n${fleet.tail()}`,
+            `Only ${completed} of ${rows[0].total} runs completed after ${kills.length} kill(s) in 120 s.\n${fleet.tail()}`,
           );
         }
         // Kill only while another ready worker is alive, so a reclaim measures the lease, not a cold start.
@@ -294,7 +295,7 @@ describe('crash recovery with real worker processes', () => {
           `worker process start-up median ${median(boots)} ms\n`,
       );
     },
-    75_000,
+    180_000,
   );
 });
 

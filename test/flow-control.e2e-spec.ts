@@ -305,7 +305,10 @@ describe('a holder SIGKILLed while it holds the room', () => {
   it('gets its room back with its lease: the sweep reclaims the step, and the limit lets the next one run', async () => {
     WorkerFleet.assertBuilt(FLOW_WORKER_SCRIPT);
     const owner = await createEnv({ runWorkers: false, providers: [HeldSlotSteps] });
-    fleet = new WorkerFleet({ databaseUrl: owner.databaseUrl, leaseTtlMs: 800, pollMs: [50, 200], slots: 3 }, FLOW_WORKER_SCRIPT);
+    fleet = new WorkerFleet(
+      { databaseUrl: owner.databaseUrl, leaseTtlMs: 800, pollMs: [50, 200], slots: 3, reportPasses: true },
+      FLOW_WORKER_SCRIPT,
+    );
     const worker = fleet.spawn({ FLOW_HOLD_MS: '60000' });
     await worker.whenReady;
     const [first, second] = [await owner.client.enqueue('held_slot', {}), await owner.client.enqueue('held_slot', {})];

@@ -79,7 +79,7 @@ describe('the next migration against live workers of the previous version', () =
         await admin.query(CREATE_CRASH_TABLES);
         for (let i = 0; i < 60; i++) await admin.query(INSERT_JOB, [CRASH_KIND, JSON.stringify(job(i)), uuid7()]);
 
-        fleet = new WorkerFleet({ databaseUrl: url, leaseTtlMs: LEASE_TTL_MS, pollMs: [30, 100], slots: 4 });
+        fleet = new WorkerFleet({ databaseUrl: url, leaseTtlMs: LEASE_TTL_MS, pollMs: [30, 100], slots: 4, reportPasses: true });
         const env = { CRASH_MIGRATIONS_RUN: 'false', CRASH_STATEMENT_TIMEOUT_MS: '2000' };
         const workers = [fleet.spawn(env), fleet.spawn(env)];
         await Promise.all(workers.map((w) => w.whenReady));

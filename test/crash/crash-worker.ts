@@ -8,7 +8,7 @@
  *
  * Settings (environment): CRASH_DATABASE_URL (required), CRASH_LEASE_TTL_MS
  * (default 800), CRASH_POLL_MIN_MS / CRASH_POLL_MAX_MS (default 50 / 200),
- * CRASH_SLOTS (default 3), CRASH_MIGRATIONS_RUN (default true; `false` for a
+ * CRASH_SLOTS (default 3), CRASH_REPORT_PASSES (default false; see WorkerFleet), CRASH_MIGRATIONS_RUN (default true; `false` for a
  * worker of a schema another version migrated), CRASH_STATEMENT_TIMEOUT_MS
  * (default 30 s).
  */

@@ -18,6 +18,8 @@ export interface FleetSettings {
   leaseTtlMs: number;
   pollMs: [number, number];
   slots: number;
+  /** The workers report each pass of their loops, for `waitForPasses`. */
+  reportPasses?: boolean;
 }
 
 export interface WorkerProcess {
@@ -76,7 +78,7 @@ export class WorkerFleet {
   }
 
   spawn(extraEnv: Record<string, string> = {}): WorkerProcess {
-    const { databaseUrl, leaseTtlMs, pollMs, slots } = this.settings;
+    const { databaseUrl, leaseTtlMs, pollMs, slots, reportPasses = false } = this.settings;
     // No --enable-source-maps: it adds most of a second to every start-up on a busy machine.
     const child = spawn(process.execPath, [this.script], {
       cwd: ROOT,
@@ -88,6 +90,7 @@ export class WorkerFleet {
         CRASH_POLL_MIN_MS: String(pollMs[0]),
         CRASH_POLL_MAX_MS: String(pollMs[1]),
         CRASH_SLOTS: String(slots),
+        CRASH_REPORT_PASSES: String(reportPasses),
         ...extraEnv,
       },
     });
@@ -138,6 +141,7 @@ export class WorkerFleet {
    * a loop's passes never overlap; a worker process serves one queue).
    */
   async waitForPasses(worker: WorkerProcess, loop: string, n = 1, timeoutMs = 15_000): Promise<void> {
+    if (!this.settings.reportPasses) throw new Error('waitForPasses needs a fleet made with reportPasses: true');
     const from = worker.passes.get(loop) ?? 0;
     await waitFor(
       `${n} passes of ${loop} in worker ${worker.pid}`,

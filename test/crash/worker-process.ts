@@ -1,10 +1,10 @@
 /**
  * What the worker processes WorkerFleet spawns share: settings from the
  * environment, and the start: the app comes up, reports
- * { type: 'ready', pid, owner }, then { type: 'pass', loop, queue?, failed }
- * as each pass of its loops ends (the test kit's waitForPasses, across the
- * process boundary), and the process exits when the test's IPC channel
- * closes.
+ * { type: 'ready', pid, owner }, then, with CRASH_REPORT_PASSES=true,
+ * { type: 'pass', loop, queue?, failed } as each pass of its loops ends (the
+ * test kit's waitForPasses, across the process boundary), and the process
+ * exits when the test's IPC channel closes.
  */
 import { NestFactory } from '@nestjs/core';
 import { CycloneStats, type CycloneModuleOptions } from 'cyclone-nestjs';
@@ -38,9 +38,11 @@ export function startWorkerProcess(module: object, script: string): void {
     process.on('disconnect', () => process.exit(0));
     const app = await NestFactory.createApplicationContext(module, { logger: ['error', 'warn'] });
     const stats = app.get(CycloneStats);
-    stats.events.observe({
-      passEnded: ({ loop, queue, error }) => process.send?.({ type: 'pass', loop, queue, failed: error !== undefined }),
-    });
+    if (process.env.CRASH_REPORT_PASSES === 'true') {
+      stats.events.observe({
+        passEnded: ({ loop, queue, error }) => process.send?.({ type: 'pass', loop, queue, failed: error !== undefined }),
+      });
+    }
     process.send?.({ type: 'ready', pid: process.pid, owner: stats.clientId });
   };
   main().catch((err: unknown) => {

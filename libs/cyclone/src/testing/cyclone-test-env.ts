@@ -75,7 +75,6 @@ export class CycloneTestEnv {
   /** How this environment's attempts ended, oldest first. */
   private readonly ends: AttemptEnded[] = [];
   private readonly endWaiters = new Set<(end: AttemptEnded) => void>();
-  private readonly stats: CycloneStats;
 
   private constructor(
     readonly app: INestApplicationContext,
@@ -85,8 +84,7 @@ export class CycloneTestEnv {
     readonly databaseUrl: string,
     private readonly database?: TestDatabase,
   ) {
-    this.stats = app.get(CycloneStats);
-    this.stats.events.observe({
+    app.get(CycloneStats).events.observe({
       attemptEnded: (end) => {
         this.ends.push(end);
         if (this.ends.length > ENDS_KEPT) this.ends.shift();
