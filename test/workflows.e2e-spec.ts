@@ -12,10 +12,10 @@ import {
   type StepContext,
 } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { expectCycloneError } from './support/e2e-helpers.js';
+import { expectCycloneError, untilDatabaseTime } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, testEnvs } from './support/handler-probe.js';
+import { sql } from './support/sql.js';
 import { stateOf, untilStates } from './support/node-states.js';
-import { sleep } from './support/wait.js';
 
 const probe = new HandlerProbe();
 /** Every handler call, in order: node id and what it saw. */
@@ -229,7 +229,7 @@ describe('workflows', () => {
     // The running step finishes; its successor does not run while the run is paused.
     call.release('done');
     await untilStates(env, runId, { first: 'completed' }, 'the running step to finish');
-    await new Promise((r) => setTimeout(r, 300));
+    await env.waitForPasses('cyclone:claim', 2);
     expect(await stateOf(env, runId)).toEqual({ first: 'completed', second: 'paused' });
     expect((await env.client.getRun(runId)).state).toBe('paused');
 
@@ -252,7 +252,9 @@ describe('workflows', () => {
     failCall.release(new Error('flaky'));
     await untilStates(env, snoozing, { first: 'paused' }, 'the snoozed step to come back paused');
     await untilStates(env, failing, { first: 'paused' }, 'the failed step to come back paused');
-    await new Promise((r) => setTimeout(r, 300));
+    // Past the retry's backoff on the database clock, the workers look again.
+    await untilDatabaseTime(env, (await env.client.listSteps(failing))[0].scheduledAt);
+    await env.waitForPasses('cyclone:claim', 2);
     expect(probe.of(snoozing)).toHaveLength(1);
     expect(probe.of(failing)).toHaveLength(1);
     expect((await env.client.listSteps(failing))[0]).toMatchObject({ state: 'paused', attempt: 2, errorKind: 'error' });
@@ -316,9 +318,11 @@ describe('workflows', () => {
 
     const napping = await env.client.start(Nap, { base: 1 });
     await untilStates(env, napping, { nap: 'waiting_timer' }, 'the timer');
+    const [{ wake_at }] = await sql<{ wake_at: Date }>(env, `SELECT wake_at FROM cyclone_steps WHERE run_id = $1 AND node_id = 'nap'`, [napping]);
     await env.client.pause(napping);
-    // Well past the wake time: a paused timer does not fire.
-    await new Promise((r) => setTimeout(r, 700));
+    // Past the wake time on the database clock, the timer loop looks again: a paused timer does not fire.
+    await untilDatabaseTime(env, wake_at);
+    await env.waitForPasses('cyclone:timers', 2);
     expect(await stateOf(env, napping)).toEqual({ a: 'completed', nap: 'paused', d: 'paused' });
     await env.client.resume(napping);
     await expect(env.client.result(napping, { timeout: 10_000 })).resolves.toEqual({ d: { node: 'd', n: 1 } });
@@ -332,7 +336,7 @@ describe('workflows', () => {
     expect(await stateOf(env, runId)).toEqual({ first: 'cancelled', second: 'cancelled' });
     await call.aborted;
     call.release('late');
-    await new Promise((r) => setTimeout(r, 200));
+    expect((await env.attemptEnded(runId, { nodeId: 'first' })).outcome).toBe('cancelled');
     expect(await stateOf(env, runId)).toEqual({ first: 'cancelled', second: 'cancelled' });
     expect((await env.client.getRun(runId)).state).toBe('cancelled');
   });
