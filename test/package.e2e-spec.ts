@@ -164,6 +164,21 @@ describe('the published package', () => {
       expect(JSON.parse(json.stdout)).toMatchObject({ migrations: { applied: VERSIONS, pending: [] }, strandedLeases: 0 });
     });
 
+    it.each([
+      ['status --url <url>', 'Migrations: applied'],
+      ['schema', "-- Cyclone's whole schema"],
+    ])('%s piped into a reader that stops after one line (head -1) exits 0 without a word on stderr', async (command, first) => {
+      const bin = join(work, 'node_modules/.bin/cyclone');
+      // Three times: whether the reader is gone before the next write races.
+      for (let i = 0; i < 3; i++) {
+        const piped = await run('bash', ['-c', `set -o pipefail; "$0" ${command.replace('<url>', '"$1"')} | head -1`, bin, database.url], work, {
+          CYCLONE_DATABASE_URL: '',
+          DATABASE_URL: '',
+        });
+        expect(piped).toEqual({ code: 0, stdout: expect.stringMatching(new RegExp(`^${first}[^\n]*\n$`)), stderr: '' });
+      }
+    });
+
     it('migrate --dry-run prints the SQL of what is pending and changes nothing; migrate applies it', async () => {
       const empty = await TestDatabase.create(testServerUrl());
       try {
