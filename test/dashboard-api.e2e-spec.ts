@@ -275,6 +275,14 @@ describe('the dashboard API', () => {
         status: 400,
         body: { code: 'invalid_parameter', parameter: 'queue' },
       });
+      expect(await app.act('/cyclone/api/queues/a%00b/pause', csrf)).toMatchObject({
+        status: 400,
+        body: { code: 'invalid_parameter', parameter: 'queue' },
+      });
+      expect(await app.act(`/cyclone/api/runs/${runId}/nodes/a%00b/retry`, csrf)).toMatchObject({
+        status: 400,
+        body: { code: 'invalid_parameter', parameter: 'nodeId' },
+      });
       expect(await app.act(`/cyclone/api/runs/${runId}/cancel?force=1`, csrf)).toMatchObject({
         status: 400,
         body: { code: 'invalid_parameter', parameter: 'force' },
@@ -401,6 +409,9 @@ describe('the dashboard API', () => {
       { label: 'kind=<201 characters>', query: `kind=${'k'.repeat(201)}`, parameter: 'kind', message: 'at most 200 characters' },
       { label: 'q=<201 characters>', query: `q=${'k'.repeat(201)}`, parameter: 'q', message: 'at most 200 characters' },
       { label: 'queue=%20', query: 'queue=%20', parameter: 'queue', message: 'non-empty' },
+      { label: 'q=%00', query: 'q=%00', parameter: 'q', message: 'a NUL character' },
+      { label: 'kind=a%00b', query: 'kind=a%00b', parameter: 'kind', message: 'a NUL character' },
+      { label: 'queue=%00', query: 'queue=%00', parameter: 'queue', message: 'a NUL character' },
       { label: 'offset=50', query: 'offset=50', parameter: 'offset', message: 'Known parameters: state, kind, queue, from, to, q, before, after, limit' },
       { label: 'kind[a]=b', query: 'kind[a]=b', parameter: 'kind[a]', message: 'Unknown parameter' },
     ])('answers runs?$label with a 400 naming the parameter', async ({ query, parameter, message }) => {

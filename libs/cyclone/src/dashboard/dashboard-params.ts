@@ -1,3 +1,4 @@
+import { unstorableText } from '../common/storable-text.js';
 import { messages } from '../cyclone.messages.js';
 import { InvalidParameterError } from '../errors/invalid-parameter.error.js';
 import { RUN_STATES, type RunState } from '../sql/names.js';
@@ -78,11 +79,17 @@ export function parseRunId(value: unknown, parameter = 'runId'): string {
   return value.toLowerCase();
 }
 
-/** A node id or a queue name in a path. */
+/**
+ * A node id, a queue name, a kind or a search text. PostgreSQL's text cannot
+ * hold a NUL, and turns half of a character into U+FFFD: neither can match
+ * a stored name, and a NUL would reach the server as an error.
+ */
 export function parseName(value: unknown, parameter: string): string {
   if (typeof value !== 'string' || value.trim() === '' || value.length > MAX_NAME) {
     throw invalid(parameter, value, `must be a non-empty string of at most ${MAX_NAME} characters`);
   }
+  const problem = unstorableText(value);
+  if (problem) throw invalid(parameter, value, `must not contain ${problem}`);
   return value;
 }
 
