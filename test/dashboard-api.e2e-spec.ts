@@ -247,6 +247,22 @@ describe('the dashboard API', () => {
       await app.client.cancel(runId);
     });
 
+    it('refuse to pause or resume a queue that does not exist with a 404 that names it, and pause nothing', async () => {
+      const csrf = await app.csrf();
+      for (const action of ['pause', 'resume']) {
+        const { status, body } = await app.act(`/cyclone/api/queues/no_such_queue/${action}`, csrf);
+        expect(status).toBe(404);
+        expect(body).toMatchObject({ statusCode: 404, code: 'queue_not_found' });
+        expect(body.message).toContain('Queue "no_such_queue" does not exist');
+      }
+      expect(await app.client.pausedQueues()).toEqual([]);
+      const { body } = await app.json('/cyclone/api/queues');
+      expect(body.queues.map((q: { name: string }) => q.name)).not.toContain('no_such_queue');
+      // A queue this client serves exists before it holds any run; so does one another client's step names.
+      expect((await app.act('/cyclone/api/queues/default/pause', csrf)).body).toEqual({ changed: true });
+      expect((await app.act('/cyclone/api/queues/default/resume', csrf)).body).toEqual({ changed: true });
+    });
+
     it('are not routes at all on a read-only dashboard', async () => {
       const runId = await heldRun();
       for (const path of [`/api/runs/${runId}/cancel`, `/api/runs/${runId}/pause`, `/api/runs/${runId}/retry`, '/api/queues/default/pause']) {

@@ -216,6 +216,8 @@ describe('a write whose connection is lost after the server committed it', () =>
     ['pauseQueue', PAUSE_QUEUE.text, () => client().pauseQueue('lost-q'), true],
     ['resumeQueue', RESUME_QUEUE.text, () => client().resumeQueue('lost-q'), false],
   ])('%s throws OutcomeUnknownError (no run ids: repeating it is safe); it took effect', async (_name, marker, call, paused) => {
+    // A run on the queue makes it one that exists.
+    await client().enqueue('echo', { queue: 'lost-q' }, { ...NOT_DUE, queue: 'lost-q' });
     const cut = proxy.cutAfterCommit(marker);
     const err = await expectCycloneError(call(), OutcomeUnknownError, 'outcome_unknown');
     await cut;

@@ -185,7 +185,7 @@ describe('CycloneMetricsModule gauges', () => {
     await client.enqueue('ok', 4, { queue: 'parked', processIn: '1h' });
     const held = await Promise.all([1, 2].map(() => client.enqueue('held', null)));
     await Promise.all(held.map((runId) => probe.call(runId)));
-    await client.pauseQueue('frozen');
+    await client.pauseQueue('bulk');
     const [dead] = await claimAsDeadWorker(env, ['ok'], { queue: 'parked', limit: 1 });
     await sql(env, `UPDATE cyclone_steps SET lease_expiry = now() - interval '1 hour' WHERE id = $1`, [dead.id]);
     // One of the due steps left has waited two minutes.
@@ -201,15 +201,15 @@ describe('CycloneMetricsModule gauges', () => {
       (s) =>
         s.value('cyclone_leases_stranded') === 1 &&
         s.value('cyclone_queue_oldest_available_seconds', { queue: 'parked' })! >= 119 &&
-        s.value('cyclone_queue_paused', { queue: 'frozen' }) === 1,
+        s.value('cyclone_queue_paused', { queue: 'bulk' }) === 1,
     );
     const steps = (queue: string, state: string) => s.value('cyclone_queue_steps', { queue, state });
     // parked: 3 due (one of them claimed by the dead worker), 1 due in an hour.
     expect([steps('parked', 'available'), steps('parked', 'scheduled'), steps('parked', 'running')]).toEqual([2, 1, 1]);
     expect([steps('default', 'available'), steps('default', 'scheduled'), steps('default', 'running')]).toEqual([0, 0, 2]);
-    // A paused queue with nothing in it, and a served queue with nothing in it, report zeros rather than vanishing.
-    expect([steps('frozen', 'available'), steps('bulk', 'running')]).toEqual([0, 0]);
-    expect(s.value('cyclone_queue_paused', { queue: 'frozen' })).toBe(1);
+    // A served queue with nothing in it, paused here, reports zeros rather than vanishing.
+    expect([steps('bulk', 'available'), steps('bulk', 'running')]).toEqual([0, 0]);
+    expect(s.value('cyclone_queue_paused', { queue: 'bulk' })).toBe(1);
     expect(s.value('cyclone_queue_paused', { queue: 'parked' })).toBe(0);
     const oldest = s.value('cyclone_queue_oldest_available_seconds', { queue: 'parked' })!;
     expect(oldest).toBeGreaterThanOrEqual(119);

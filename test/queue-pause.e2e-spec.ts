@@ -1,6 +1,6 @@
 import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { InvalidOptionError, Step, type StepContext } from 'cyclone-nestjs';
+import { InvalidOptionError, QueueNotFoundError, Step, type StepContext } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, ownerOf, stepOf, testEnvs } from './support/handler-probe.js';
@@ -126,6 +126,9 @@ describe('pauseQueue / resumeQueue', () => {
     const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
     expect(await env.client.pausedQueues()).toEqual([]);
     expect(await env.client.resumeQueue('default')).toBe(false);
+    // Neither is served by a client or named by a step: a run on each makes them exist.
+    await env.client.enqueue('quick', {}, { queue: 'reports' });
+    await env.client.enqueue('quick', {}, { queue: 'bulk' });
 
     expect(await env.client.pauseQueue('reports')).toBe(true);
     expect(await env.client.pauseQueue('bulk')).toBe(true);
@@ -142,5 +145,22 @@ describe('pauseQueue / resumeQueue', () => {
     expect(await env.client.resumeQueue('bulk')).toBe(true);
     expect(await env.client.resumeQueue('bulk')).toBe(false);
     expect(await env.client.pausedQueues()).toEqual(['reports']);
+  });
+
+  it('refuses a queue that does not exist with QueueNotFoundError and pauses nothing; a queue another client serves exists once it has started', async () => {
+    const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
+    for (const change of [(q: string) => env.client.pauseQueue(q), (q: string) => env.client.resumeQueue(q)]) {
+      const err = await expectCycloneError(change('served_elsewhere'), QueueNotFoundError, 'queue_not_found');
+      expect(err.queue).toBe('served_elsewhere');
+      expect(err.message).toContain('Queue "served_elsewhere" does not exist');
+    }
+    expect(await env.client.pausedQueues()).toEqual([]);
+
+    // A worker of that queue starts: it exists from then on, before any run is on it, and after that client stops.
+    const worker = await replicaOf(env, { queues: { served_elsewhere: { workers: 1 } }, pollInterval: POLLING_OFF });
+    await worker.close();
+    expect(await env.client.pauseQueue('served_elsewhere')).toBe(true);
+    expect(await env.client.pausedQueues()).toEqual(['served_elsewhere']);
+    expect(await env.client.resumeQueue('served_elsewhere')).toBe(true);
   });
 });

@@ -18,6 +18,12 @@ CREATE TABLE cyclone_paused_queues (
   CONSTRAINT cyclone_paused_queues_pkey PRIMARY KEY (queue)
 );
 
+CREATE TABLE cyclone_queues (
+  queue text NOT NULL,
+  registered_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT cyclone_queues_pkey PRIMARY KEY (queue)
+);
+
 CREATE TABLE cyclone_rate_buckets (
   scope text NOT NULL,
   bucket bigint NOT NULL,
@@ -1298,5 +1304,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (8, 'CycloneClaimFl
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (9, 'CycloneRoutingMonths1765526400000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (10, 'CycloneKeepPausedWrites1765612800000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (11, 'CycloneQueues1765699200000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -40,6 +40,9 @@ export const messages = {
   runNotFound: (runId: string) =>
     `Run ${runId} does not exist. It may never have been enqueued, or its retention has expired.`,
   stepNotFound: (runId: string, nodeId: string) => `Run ${runId} has no node "${nodeId}".`,
+  queueNotFound: (queue: string) =>
+    `Queue ${describe(queue)} does not exist: no client serves it, no step or workflow names it, and no run is on it. ` +
+    'Check the name; a queue exists once a client that serves it, or defines a step on it, has started.',
   runFailed: (runId: string, steps: { nodeId: string; error: string | null; errorKind: string | null }[]) =>
     `Run ${runId} failed: ` +
     steps.map((s) => `${s.nodeId} discarded (${s.errorKind ?? 'error'}: ${s.error ?? 'no message'})`).join('; '),

@@ -8,6 +8,7 @@ import { DuplicateError } from '../errors/duplicate.error.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
 import { InvalidStateError } from '../errors/invalid-state.error.js';
 import { NotInTransactionError } from '../errors/not-in-transaction.error.js';
+import { QueueNotFoundError } from '../errors/queue-not-found.error.js';
 import { ResultTimeoutError } from '../errors/result-timeout.error.js';
 import { RunCancelledError } from '../errors/run-cancelled.error.js';
 import { RunFailedError } from '../errors/run-failed.error.js';
@@ -398,17 +399,22 @@ export class CycloneClient {
 
   /**
    * Stops claiming on a queue on every client; running steps finish. Returns
-   * false when it was already paused.
+   * false when it was already paused; QueueNotFoundError for a queue that
+   * does not exist (no client serves it, no step names it, no run is on it).
    */
   async pauseQueue(queue: string): Promise<boolean> {
-    const { rowCount } = await settle(this.database.query(PAUSE_QUEUE, [checkName(queue, 'queue')]), this.wrote([]));
-    return rowCount === 1;
+    return this.changeQueue(PAUSE_QUEUE, checkName(queue, 'queue'));
   }
 
   /** Restarts claiming on a paused queue everywhere. Returns false when it was not paused. */
   async resumeQueue(queue: string): Promise<boolean> {
-    const { rowCount } = await settle(this.database.query(RESUME_QUEUE, [checkName(queue, 'queue')]), this.wrote([]));
-    return rowCount === 1;
+    return this.changeQueue(RESUME_QUEUE, checkName(queue, 'queue'));
+  }
+
+  private async changeQueue(change: typeof PAUSE_QUEUE | typeof RESUME_QUEUE, queue: string): Promise<boolean> {
+    const { rows } = await settle(this.database.query(change, [queue]), this.wrote([]));
+    if (!rows[0].known) throw new QueueNotFoundError(queue);
+    return rows[0].changed;
   }
 
   /** The queues paused with pauseQueue. */

@@ -18,6 +18,7 @@ export * from './missing-dependency.error.js';
 export * from './not-in-transaction.error.js';
 export * from './outcome-unknown.error.js';
 export * from './permanent.error.js';
+export * from './queue-not-found.error.js';
 export * from './result-timeout.error.js';
 export * from './run-cancelled.error.js';
 export * from './run-failed.error.js';

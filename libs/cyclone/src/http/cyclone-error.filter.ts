@@ -12,6 +12,7 @@ export const CYCLONE_ERROR_STATUS: Readonly<Record<string, HttpStatus>> = {
   step_not_found: HttpStatus.NOT_FOUND,
   unknown_signal: HttpStatus.NOT_FOUND,
   unknown_workflow: HttpStatus.NOT_FOUND,
+  queue_not_found: HttpStatus.NOT_FOUND,
   duplicate: HttpStatus.CONFLICT,
   invalid_state: HttpStatus.CONFLICT,
   run_cancelled: HttpStatus.CONFLICT,

@@ -71,6 +71,7 @@ export class CycloneKeepPausedWrites1765612800000 extends sqlMigration(
   'CycloneKeepPausedWrites1765612800000',
   '0010-keep-paused-writes',
 ) {}
+export class CycloneQueues1765699200000 extends sqlMigration(11, 'CycloneQueues1765699200000', '0011-queues') {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -88,6 +89,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneClaimFloor1765440000000,
   CycloneRoutingMonths1765526400000,
   CycloneKeepPausedWrites1765612800000,
+  CycloneQueues1765699200000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

@@ -41,16 +41,41 @@ export const RESUME_RUN = statement<[runId: string], { previous: RunState | null
   /* sql */ `SELECT cyclone_resume_run($1) AS previous`,
 );
 
-/** Stops claiming on a queue, on every client: each claim checks this table. */
-export const PAUSE_QUEUE = statement<[queue: string]>(
+/**
+ * Whether queue $1 exists: a client serves it or a step names it (recorded
+ * at startup in cyclone_queues), it holds runs, or it is paused.
+ */
+const QUEUE_KNOWN = /* sql */ `
+  SELECT EXISTS (SELECT 1 FROM cyclone_queues WHERE queue = $1)
+      OR EXISTS (SELECT 1 FROM cyclone_paused_queues WHERE queue = $1)
+      OR EXISTS (SELECT 1 FROM cyclone_runs WHERE queue = $1) AS known`;
+
+/** What pausing or resuming a queue did: nothing at all for a queue that does not exist. */
+export interface QueueChangeRow {
+  known: boolean;
+  changed: boolean;
+}
+
+/** Stops claiming on a queue that exists, on every client: each claim checks this table. */
+export const PAUSE_QUEUE = statement<[queue: string], QueueChangeRow>(
   'cyclone_pause_queue',
-  /* sql */ `INSERT INTO cyclone_paused_queues (queue) VALUES ($1) ON CONFLICT DO NOTHING`,
+  /* sql */ `
+WITH known AS (${QUEUE_KNOWN}),
+paused AS (
+  INSERT INTO cyclone_paused_queues (queue) SELECT $1 FROM known WHERE known ON CONFLICT DO NOTHING RETURNING queue
+)
+SELECT known, EXISTS (SELECT 1 FROM paused) AS changed FROM known`,
 );
 
 /** Restarts claiming on a queue and wakes its workers everywhere. */
-export const RESUME_QUEUE = statement<[queue: string]>(
+export const RESUME_QUEUE = statement<[queue: string], QueueChangeRow>(
   'cyclone_resume_queue',
-  /* sql */ `DELETE FROM cyclone_paused_queues WHERE queue = $1 RETURNING pg_notify('cyclone_wake', queue)`,
+  /* sql */ `
+WITH known AS (${QUEUE_KNOWN}),
+resumed AS (
+  DELETE FROM cyclone_paused_queues WHERE queue = $1 RETURNING pg_notify('cyclone_wake', queue)
+)
+SELECT known, EXISTS (SELECT 1 FROM resumed) AS changed FROM known`,
 );
 
 /** The paused queues. */

@@ -1,20 +1,26 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
-import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER, DEFAULT_WORKERS } from '../cyclone.constants.js';
+import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER, DEFAULT_QUEUE, DEFAULT_WORKERS } from '../cyclone.constants.js';
 import { messages } from '../cyclone.messages.js';
 import { Loop } from '../common/loop.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
+import { sqlStateOf } from '../database/database-fault.js';
 import { isEmbeddedSignalFallback } from '../database/embedded-database.js';
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { handBack } from './hand-back.js';
 import { WAKE_CHANNEL } from '../sql/names.js';
+import { REGISTER_QUEUES } from '../sql/queues.sql.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
+import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { QueueWorker } from './queue-worker.js';
+
+/** SQLSTATE of a table that does not exist. */
+const UNDEFINED_TABLE = '42P01';
 
 /** How long after startup the app is checked for shutdown hooks: `enableShutdownHooks()` may come after `init()`. */
 const SHUTDOWN_HOOK_CHECK_MS = 2_000;
@@ -43,6 +49,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
     private readonly tracer: CycloneTracer,
+    private readonly workflows: WorkflowRegistry,
   ) {
     this.completions = new CompletionBatcher(database, stats.clientId);
     const [min, max] = options.pollIntervalMs;
@@ -50,9 +57,12 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     stats.running = () => [...this.workers.values()].reduce((n, w) => n + w.running.size, 0);
   }
 
-  onApplicationBootstrap(): void {
-    if (!this.options.runWorkers || !this.instance.isPrimary) return;
-    for (const [queue, slots] of this.servedQueues()) {
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.instance.isPrimary) return;
+    const served = this.options.runWorkers ? this.servedQueues() : new Map<string, number>();
+    await this.registerQueues(served);
+    if (!this.options.runWorkers) return;
+    for (const [queue, slots] of served) {
       this.workers.set(
         queue,
         new QueueWorker(queue, slots, this.registry, {
@@ -114,6 +124,23 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     }
     const handed = await handBack(this.database, this.stats.clientId, left.map((e) => e.row));
     this.logger.warn(`Shutdown: handed back ${handed} step(s) that did not finish in time`);
+  }
+
+  /**
+   * Records that the queues this client serves, and those its steps and
+   * workflows name, exist: pauseQueue, on any client, refuses any other. A
+   * schema older than version 11 has no table for them (migrationsRun:
+   * false, or a rolling upgrade whose migration has not run yet): there is
+   * nothing to record then, and pauseQueue needs that version too.
+   */
+  private async registerQueues(served: Map<string, number>): Promise<void> {
+    const named = this.registry.all().map((step) => step.queue ?? DEFAULT_QUEUE);
+    const nodes = this.workflows.names().flatMap((name) => this.workflows.get(name).nodes.map((node) => node.queue));
+    try {
+      await this.database.query(REGISTER_QUEUES, [[...new Set([...served.keys(), ...named, ...nodes])]]);
+    } catch (err) {
+      if (sqlStateOf(err) !== UNDEFINED_TABLE) throw err;
+    }
   }
 
   private wakeAll(): void {

@@ -1,0 +1,3 @@
+DROP TABLE IF EXISTS cyclone_queues;
+
+DELETE FROM cyclone_schema_migrations WHERE version = 11;
