@@ -357,6 +357,7 @@ describe('the dashboard API', () => {
           createdAt: new Date(last.at).toISOString(),
           updatedAt: new Date(last.at).toISOString(),
           finishedAt: new Date(last.at).toISOString(),
+          dueAt: null,
         },
       ]);
     });
@@ -446,6 +447,22 @@ describe('the dashboard API', () => {
       expect(await app.json(path)).toMatchObject({ status: 400, body: { code: 'invalid_parameter', parameter } });
     });
 
+    it('gives a run delayed by an hour its due time, so it shows as scheduled rather than running; a due or finished run has none', async () => {
+      const delayed = await app.client.enqueue('dash_ok', { later: true }, { processIn: '1h', queue: 'unserved_delayed' });
+      const due = await app.client.enqueue('dash_ok', { now: true }, { queue: 'unserved_delayed' });
+      const [{ scheduledAt }] = await app.client.listSteps(delayed);
+      expect(scheduledAt.getTime()).toBeGreaterThan(Date.now() + 59 * 60_000);
+
+      const { body } = await app.json('/cyclone/api/runs?queue=unserved_delayed');
+      const listed = new Map(body.runs.map((r: { id: string; state: string; dueAt: string | null }) => [r.id, [r.state, r.dueAt]]));
+      expect(listed).toEqual(new Map([[delayed, ['running', scheduledAt.toISOString()]], [due, ['running', null]]]));
+      expect((await app.json(`/cyclone/api/runs/${delayed}`)).body.run).toMatchObject({ state: 'running', dueAt: scheduledAt.toISOString() });
+      expect((await app.json(`/cyclone/api/runs/${due}`)).body.run).toMatchObject({ state: 'running', dueAt: null });
+      await app.client.cancel(delayed);
+      await app.client.cancel(due);
+      expect((await app.json(`/cyclone/api/runs/${delayed}`)).body.run).toMatchObject({ state: 'cancelled', dueAt: null });
+    });
+
     it('answers an unknown run with 404', async () => {
       expect(await app.json(`/cyclone/api/runs/${uuid7()}`)).toMatchObject({ status: 404, body: { code: 'run_not_found' } });
     });
@@ -490,7 +507,7 @@ describe('the dashboard API', () => {
       const run = JSON.parse(JSON.stringify(await app.client.getRun(runId)));
       const steps = JSON.parse(JSON.stringify(await app.client.listSteps(runId)));
       expect(body).toEqual({
-        run: { ...run, name: 'dash_ok', type: 'job' },
+        run: { ...run, name: 'dash_ok', type: 'job', dueAt: null },
         steps: steps.map((s: object) => ({ ...s, progress: null })),
       });
       expect(body.steps[0]).toMatchObject({ nodeId: 'dash_ok', state: 'completed', output: { echoed: { n: 1 } }, attempt: 1 });

@@ -240,6 +240,27 @@ const cyclone = {
     }
   });
 
+  it('a run delayed by an hour: scheduled with its due time in the list and on its page, not running', async () => {
+    const runId = await app.client.enqueue('notify', { later: true }, { processIn: '1h' });
+    const [{ scheduledAt }] = await app.client.listSteps(runId);
+    const list = await open(`/cyclone/runs?q=${runId}`, `tr[data-run-id="${runId}"]`);
+    const state = list.locator(`tr[data-run-id="${runId}"] .run-state`);
+    await expect(state.locator('.badge').getAttribute('data-state')).resolves.toBe('scheduled');
+    await expect(state.locator('time').getAttribute('datetime')).resolves.toBe(scheduledAt.toISOString());
+    await expect(state.textContent()).resolves.toMatch(/^scheduled due \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/);
+    await list.close();
+
+    const page = await open(`/cyclone/runs/${runId}`, '.node-card');
+    await expect(page.locator('.run-head .badge').getAttribute('data-state')).resolves.toBe('scheduled');
+    await expect(page.locator('svg.dag g.node').getAttribute('data-state')).resolves.toBe('scheduled');
+    await expect(page.locator('.node-card h2 .badge').getAttribute('data-state')).resolves.toBe('scheduled');
+    await expect(page.locator('.node-card dd time').first().getAttribute('datetime')).resolves.toBe(scheduledAt.toISOString());
+    await expectNothingInjected(page);
+    await shoot(page, 'run-scheduled');
+    await page.close();
+    await app.client.cancel(runId);
+  });
+
   it('pauses and resumes a queue from the queues page', async () => {
     const page = await open('/cyclone/queues', 'table.queues');
     const row = page.locator('tr[data-queue="default"]');

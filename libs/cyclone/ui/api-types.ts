@@ -35,6 +35,8 @@ export interface RunSummary {
   createdAt: string;
   updatedAt: string;
   finishedAt: string | null;
+  /** When a run that waits only for delayed steps is due; null otherwise. */
+  dueAt: string | null;
 }
 
 export interface RunsAnswer {

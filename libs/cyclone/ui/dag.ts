@@ -1,6 +1,7 @@
 import type { Step } from './api-types.js';
 import { DAG_SIZES, layoutDag } from './dag-layout.js';
 import { s } from './dom.js';
+import { shownState } from './format.js';
 
 /** Characters of a label that fit in a node; the whole text is in its tooltip. */
 const LABEL_CHARS = 22;
@@ -45,27 +46,28 @@ export function drawDag(steps: Step[], selected: string | null, onSelect: (nodeI
     ),
     layout.nodes.map((node) => {
       const step = byId.get(node.id)!;
+      const state = shownState(step);
       const detail = step.type === 'step' ? (step.kind ?? '') : step.type === 'signal' ? 'signal' : 'sleep';
       const select = () => onSelect(step.nodeId);
       return s(
         'g',
         {
-          class: `node state-${step.state}${step.nodeId === selected ? ' selected' : ''}`,
+          class: `node state-${state}${step.nodeId === selected ? ' selected' : ''}`,
           transform: `translate(${node.x} ${node.y})`,
           'data-node-id': step.nodeId,
-          'data-state': step.state,
+          'data-state': state,
           tabindex: 0,
           role: 'button',
-          'aria-label': `${step.nodeId}: ${step.state}`,
+          'aria-label': `${step.nodeId}: ${state}`,
           onclick: select,
           onkeydown: (event: Event) => {
             if ((event as KeyboardEvent).key === 'Enter' || (event as KeyboardEvent).key === ' ') select();
           },
         },
-        s('title', null, `${step.nodeId}${detail ? ` (${detail})` : ''}: ${step.state}`),
+        s('title', null, `${step.nodeId}${detail ? ` (${detail})` : ''}: ${state}`),
         s('rect', { width: w, height: hgt, rx: 6 }),
         s('text', { x: 10, y: 19, class: 'node-id' }, clip(step.nodeId)),
-        s('text', { x: 10, y: 37, class: 'node-detail' }, clip(`${step.state.replace('_', ' ')}${detail && detail !== step.nodeId ? ` · ${detail}` : ''}`)),
+        s('text', { x: 10, y: 37, class: 'node-detail' }, clip(`${state.replace('_', ' ')}${detail && detail !== step.nodeId ? ` · ${detail}` : ''}`)),
       );
     }),
   );

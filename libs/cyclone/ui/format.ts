@@ -103,3 +103,17 @@ export function progressView(progress: unknown): HTMLElement | null {
 export function stateBadge(state: string): HTMLElement {
   return h('span', { class: `badge state-${state.replace(/[^a-z_]/g, '')}`, 'data-state': state }, state.replace('_', ' '));
 }
+
+/**
+ * A run or step that waits for a later time (processIn or processAt, a
+ * retry's backoff, a snooze): "scheduled" and when it is due, not "running"
+ * or "available", which would say a worker has it or could take it now.
+ */
+export function scheduledBadge(dueAt: string): HTMLElement {
+  return h('span', { class: 'scheduled' }, stateBadge('scheduled'), ' ', h('span', { class: 'muted due' }, 'due ', timeCell(dueAt)));
+}
+
+/** A step's state as the pages show it: an available step not due yet is scheduled. */
+export function shownState(step: { state: string; scheduledAt: string }): string {
+  return step.state === 'available' && Date.parse(step.scheduledAt) > Date.now() ? 'scheduled' : step.state;
+}

@@ -2,7 +2,7 @@ import { api, ApiError } from './api.js';
 import type { RunAnswer, Step } from './api-types.js';
 import { drawDag } from './dag.js';
 import { h, show, type Child } from './dom.js';
-import { between, duration, jsonBlock, progressView, stateBadge, time, timeCell } from './format.js';
+import { between, duration, jsonBlock, progressView, scheduledBadge, shownState, stateBadge, time, timeCell } from './format.js';
 import { actionButton, emptyState, link, poll, problem, type PageContext, type PageStop } from './page.js';
 
 /** Step states nothing moves out of (unless a retry reopens them). */
@@ -42,7 +42,7 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
     const discarded = steps.filter((s) => s.state === 'discarded');
     show(
       head,
-      h('h1', null, h('span', { class: 'run-title' }, run.name), run.type === 'workflow' ? h('span', { class: 'tag' }, 'workflow') : null, ' ', stateBadge(run.state)),
+      h('h1', null, h('span', { class: 'run-title' }, run.name), run.type === 'workflow' ? h('span', { class: 'tag' }, 'workflow') : null, ' ', run.dueAt !== null ? scheduledBadge(run.dueAt) : stateBadge(run.state)),
       h(
         'dl',
         { class: 'facts' },
@@ -107,13 +107,14 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
     return h(
       'section',
       { class: 'card node-card', 'aria-label': 'Node', 'data-node-id': step.nodeId },
-      h('h2', null, 'Node ', h('code', { class: 'node-name' }, step.nodeId), ' ', stateBadge(step.state)),
+      h('h2', null, 'Node ', h('code', { class: 'node-name' }, step.nodeId), ' ', stateBadge(shownState(step))),
       h(
         'dl',
         { class: 'facts' },
         fact('Type', step.type),
         step.kind !== null ? fact('Kind', h('span', { class: 'node-kind' }, step.kind)) : null,
         fact('Queue', step.queue),
+        shownState(step) === 'scheduled' ? fact('Due', timeCell(step.scheduledAt)) : null,
         step.type === 'step' ? fact('Attempt', `${step.attempt} of ${step.maxAttempts}`) : null,
         step.reclaims > 0 ? fact('Reclaims', `${step.reclaims}${step.maxReclaims !== null ? ` of ${step.maxReclaims}` : ''} (a worker crashed or lost its lease)`) : null,
         step.after.length > 0 ? fact('After', step.after.join(', ')) : null,
@@ -154,7 +155,7 @@ function fact(term: string, value: Child): HTMLElement[] {
 }
 
 function legend(): HTMLElement {
-  const states = ['pending', 'available', 'running', 'waiting_signal', 'waiting_timer', 'paused', 'completed', 'discarded', 'cancelled'];
+  const states = ['pending', 'scheduled', 'available', 'running', 'waiting_signal', 'waiting_timer', 'paused', 'completed', 'discarded', 'cancelled'];
   return h('p', { class: 'legend' }, states.map((state) => h('span', { class: `key state-${state}` }, state.replace('_', ' '))));
 }
 
@@ -176,7 +177,7 @@ function nodesTable(steps: Step[]): HTMLElement {
           { 'data-node-id': step.nodeId },
           h('td', null, h('code', null, step.nodeId)),
           h('td', null, step.kind ?? h('span', { class: 'muted' }, step.type)),
-          h('td', null, stateBadge(step.state)),
+          h('td', null, stateBadge(shownState(step))),
           h('td', { class: 'num' }, step.type === 'step' ? `${step.attempt}/${step.maxAttempts}` : '—'),
           h('td', null, timeCell(step.startedAt)),
           h('td', null, timeCell(step.finishedAt)),

@@ -1,7 +1,7 @@
 import { api } from './api.js';
 import type { RunsAnswer, RunSummary } from './api-types.js';
 import { h, show } from './dom.js';
-import { shortId, stateBadge, timeCell } from './format.js';
+import { scheduledBadge, shortId, stateBadge, timeCell } from './format.js';
 import { emptyState, link, poll, problem, type PageContext, type PageStop } from './page.js';
 
 const STATES = ['running', 'paused', 'completed', 'failed', 'cancelled'];
@@ -88,7 +88,7 @@ function row(run: RunSummary): HTMLElement {
     h('td', null, link(`/runs/${encodeURIComponent(run.id)}`, h('code', { title: run.id }, shortId(run.id)), undefined, { class: 'run-link' })),
     h('td', { class: 'run-name' }, run.name, run.type === 'workflow' ? h('span', { class: 'tag' }, 'workflow') : null),
     h('td', { class: 'run-queue' }, run.queue),
-    h('td', null, stateBadge(run.state)),
+    h('td', { class: 'run-state' }, run.dueAt !== null ? scheduledBadge(run.dueAt) : stateBadge(run.state)),
     h('td', { class: 'run-unique-key' }, run.uniqueKey ?? h('span', { class: 'muted' }, '—')),
     h('td', null, timeCell(run.createdAt)),
     h('td', null, timeCell(run.finishedAt)),

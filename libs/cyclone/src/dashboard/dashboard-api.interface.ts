@@ -48,6 +48,12 @@ export interface DashboardRunSummary {
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
+  /**
+   * When a running run that waits only for delayed steps (processIn or
+   * processAt, a retry's backoff, a snooze) is due: the pages show it as
+   * scheduled. Null otherwise.
+   */
+  dueAt: Date | null;
 }
 
 export interface DashboardRuns {
@@ -59,8 +65,8 @@ export interface DashboardRuns {
 }
 
 export interface DashboardRun {
-  /** getRun's answer, with the name and type the runs list shows. */
-  run: RunInfo & { name: string; type: 'job' | 'workflow' };
+  /** getRun's answer, with the name, type and due time the runs list shows. */
+  run: RunInfo & { name: string; type: 'job' | 'workflow'; dueAt: Date | null };
   /** Its nodes, as listSteps gives them (with each one's progress). */
   steps: StepInfo[];
 }

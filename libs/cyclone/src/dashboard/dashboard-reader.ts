@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { CycloneClient } from '../client/cyclone.client.js';
 import { uuid7Floor } from '../common/uuid7.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
-import type { RunInfo } from '../interfaces/run-info.interface.js';
+import type { RunInfo, StepInfo } from '../interfaces/run-info.interface.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import {
   LIST_RUNS_NEWER,
@@ -97,7 +97,7 @@ export class DashboardReader {
   /** A run and its nodes; RunNotFoundError (404) when there is no such run. */
   async run(runId: string): Promise<DashboardRun> {
     const [run, steps] = await Promise.all([this.client.getRun(runId), this.client.listSteps(runId)]);
-    return { run: toRunView(run), steps };
+    return { run: toRunView(run, steps), steps };
   }
 
   /** The app's schedules with their next and last ticks (client.listSchedules). */
@@ -117,14 +117,25 @@ function toSummary(row: RunListRow): DashboardRunSummary {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     finishedAt: row.finished_at,
+    dueAt: row.due_at,
   };
 }
 
-function toRunView(run: RunInfo): DashboardRun['run'] {
+/** As the runs list's due_at: a running run whose unfinished steps are all available later is due at the first of them. */
+function dueAt(run: RunInfo, steps: StepInfo[]): Date | null {
+  if (run.state !== 'running') return null;
+  const now = Date.now();
+  const open = steps.filter((s) => s.state === 'available' || s.state === 'running');
+  if (open.length === 0 || !open.every((s) => s.state === 'available' && s.scheduledAt.getTime() > now)) return null;
+  return new Date(Math.min(...open.map((s) => s.scheduledAt.getTime())));
+}
+
+function toRunView(run: RunInfo, steps: StepInfo[]): DashboardRun['run'] {
   return {
     ...run,
     name: run.kind ?? run.workflow ?? '',
     type: run.workflow !== null ? 'workflow' : 'job',
+    dueAt: dueAt(run, steps),
   };
 }
 

@@ -126,6 +126,8 @@ export interface RunListRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  /** When a run that waits only for delayed steps (processIn, a backoff, a snooze) is due; else null. */
+  due_at: Date | null;
 }
 
 export type RunListParams = [
@@ -153,26 +155,49 @@ const RUN_LIST_FILTERS = /* sql */ `
    AND ($5::uuid IS NULL OR id < $5)
    AND ($6::text IS NULL OR unique_key = $6 OR id = $7::uuid)`;
 
+/**
+ * The page's runs with, for each running one whose every unfinished step is
+ * available later (none running, none due), when its first step is due: the
+ * list shows it as scheduled, not running. Only the page's runs are looked
+ * up, each by its own steps.
+ */
+const withDueAt = (page: string, order: 'ASC' | 'DESC') => /* sql */ `
+SELECT r.*, d.due_at
+  FROM (${page}) r
+  LEFT JOIN LATERAL (
+    SELECT min(s.scheduled_at) AS due_at
+      FROM cyclone_steps s
+     WHERE s.run_id = r.id AND s.state IN ('available', 'running')
+    HAVING bool_and(s.state = 'available' AND s.scheduled_at > now())
+  ) d ON r.state = 'running'
+ ORDER BY r.id ${order}`;
+
 /** A page of runs, newest first, older than the cursor (keyset paging: no OFFSET, however deep the page). */
 export const LIST_RUNS_OLDER = statement<RunListParams, RunListRow>(
   'cyclone_dashboard_runs_older',
-  /* sql */ `
+  withDueAt(
+    /* sql */ `
 SELECT ${RUN_LIST_COLUMNS}
   FROM cyclone_runs
  WHERE ${RUN_LIST_FILTERS.trim()}
    AND ($8::uuid IS NULL OR id < $8)
  ORDER BY id DESC
  LIMIT $9`,
+    'DESC',
+  ),
 );
 
 /** A page of runs newer than the cursor, oldest first (the caller reverses it). */
 export const LIST_RUNS_NEWER = statement<RunListParams, RunListRow>(
   'cyclone_dashboard_runs_newer',
-  /* sql */ `
+  withDueAt(
+    /* sql */ `
 SELECT ${RUN_LIST_COLUMNS}
   FROM cyclone_runs
  WHERE ${RUN_LIST_FILTERS.trim()}
    AND id > $8
  ORDER BY id ASC
  LIMIT $9`,
+    'ASC',
+  ),
 );
