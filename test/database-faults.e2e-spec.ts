@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Injectable } from '@nestjs/common';
+import { Injectable, type LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import {
   CycloneDatabase,
@@ -32,6 +32,7 @@ import {
   START_WORKFLOW,
 } from '../libs/cyclone/src/sql/workflow.sql.js';
 import { expectCycloneError } from './support/e2e-helpers.js';
+import { HandlerProbe } from './support/handler-probe.js';
 import { testServerUrl } from './support/nest-app-harness.js';
 import { sql } from './support/sql.js';
 import { TcpProxy } from './support/tcp-proxy.js';
@@ -386,5 +387,78 @@ describe('statementTimeout', () => {
     expect(await sql(timed, 'SELECT count(*)::int AS n FROM cyclone_runs')).toEqual([{ n: 0 }]);
     const runId = await timed.client.enqueue('echo', { after: true });
     await expect(timed.client.result(runId, { timeout: 10_000 })).resolves.toEqual({ after: true });
+  });
+});
+
+/** Every line the app logs, with its level. */
+class LevelLogger implements LoggerService {
+  readonly lines: { level: string; message: string }[] = [];
+  log(message: unknown) {
+    this.lines.push({ level: 'log', message: String(message) });
+  }
+  warn(message: unknown) {
+    this.lines.push({ level: 'warn', message: String(message) });
+  }
+  error(message: unknown) {
+    this.lines.push({ level: 'error', message: String(message) });
+  }
+}
+
+describe('the log while the database is down', () => {
+  const held = new HandlerProbe();
+
+  @Injectable()
+  class HeldSteps {
+    @Step('held_through_outage', { queue: 'second' })
+    async hold(_input: unknown, ctx: StepContext) {
+      return held.cooperate(ctx);
+    }
+  }
+
+  it('tells of the outage once and of its end once: no warning from each claim, loop and heartbeat that meets it', async () => {
+    const ownProxy = await TcpProxy.start(testServerUrl());
+    const logger = new LevelLogger();
+    const outaged = await CycloneTestEnv.create({
+      databaseUrl: ownProxy.url,
+      providers: [FaultSteps, HeldSteps],
+      queues: { default: { workers: 2 }, second: { workers: 2 } },
+      pollInterval: [20, 60],
+      leaseTtl: 600,
+      logger,
+    });
+    try {
+      const runId = await outaged.client.enqueue('held_through_outage', {});
+      const call = await held.call(runId);
+      const stats = outaged.app.get(CycloneStats);
+      const from = logger.lines.length;
+      const claimsBefore = stats.claimFailures;
+      const heartbeatsBefore = stats.heartbeatFailures;
+      await ownProxy.down();
+      // Dozens of claims (two queues), loop passes and heartbeats meet the outage.
+      await waitFor('40 failed claims', () => stats.claimFailures - claimsBefore >= 40, 30_000);
+      await waitFor('3 failed heartbeats', () => stats.heartbeatFailures - heartbeatsBefore >= 3, 30_000);
+      const during = logger.lines.slice(from).filter((l) => l.level !== 'log');
+      // The LISTEN connection's own line is one too (it is a connection of its own, and says it once per outage).
+      const others = during.filter((l) => !l.message.startsWith('LISTEN connection lost'));
+      expect(others).toEqual([
+        { level: 'warn', message: expect.stringContaining(`PostgreSQL at 127.0.0.1:${ownProxy.port}/cyclone_test_`) },
+      ]);
+      expect(others[0].message).toContain('cannot be reached');
+      expect(during.length).toBeLessThanOrEqual(2);
+
+      const back = logger.lines.length;
+      await ownProxy.up();
+      await waitFor('the log to say the database is back', () =>
+        logger.lines.slice(back).find((l) => l.level === 'log' && l.message.includes('answers again')),
+      );
+      call.release('done');
+      await expect(outaged.client.result(runId, { timeout: 10_000 })).resolves.toBe('done');
+      expect(logger.lines.slice(back).filter((l) => l.message.includes('answers again'))).toHaveLength(1);
+    } finally {
+      held.releaseAll();
+      await ownProxy.up();
+      await outaged.close();
+      await ownProxy.close();
+    }
   });
 });

@@ -161,6 +161,18 @@ export const messages = {
     `Unknown parameter "${name.slice(0, 100)}". Known parameters: ${known.length > 0 ? known.join(', ') : 'none'}.`,
   databaseUnavailable: (where: string, reason: string) =>
     `PostgreSQL at ${where} could not serve the call: ${reason}. Nothing was written; try again once the database is back.`,
+  databaseDown: (where: string, reason: string) =>
+    `PostgreSQL at ${where} cannot be reached (${reason}): claiming and maintenance pause and calls fail with ` +
+    'DatabaseUnavailableError until it answers; Cyclone keeps trying by itself and says here when it is back.',
+  databaseStillDown: (where: string, ms: number, failures: number, reason: string) =>
+    `PostgreSQL at ${where} is still unreachable after ${Math.round(ms / 1_000)} s ` +
+    `(${failures} call${failures === 1 ? '' : 's'} failed since the last report; the latest: ${reason}).`,
+  databaseBack: (where: string, ms: number) =>
+    `PostgreSQL at ${where} answers again after ${Math.round(ms / 1_000)} s; claiming and maintenance go on.`,
+  databaseUnavailablePublic: () => 'The database could not serve the request, so nothing was written. Try again shortly.',
+  outcomeUnknownPublic: (runIds: readonly string[]) =>
+    'The connection to the database was lost while the request was being committed, so it may or may not have taken effect. ' +
+    (runIds.length === 0 ? 'It is safe to repeat.' : 'Look up the runs in runIds before repeating it.'),
   statementTimedOut: (where: string, ms: number | null) =>
     `PostgreSQL at ${where} did not finish the statement within ${ms === null ? 'its statement_timeout' : `${ms} ms (module option statementTimeout)`}. ` +
     'Nothing was written; try again, and look for long transactions holding locks on the cyclone_* tables.',

@@ -42,6 +42,8 @@ export class Loop {
     private readonly delayMs: () => number,
     private readonly task: () => Promise<void>,
     private readonly registry: SchedulerRegistry,
+    /** Failures someone else logs already (a database outage): the loop records them without a warning each tick. */
+    private readonly loggedElsewhere: (err: unknown) => boolean = () => false,
   ) {}
 
   start(firstDelayMs = this.delayMs()): void {
@@ -80,7 +82,7 @@ export class Loop {
       })
       .catch((err: Error) => {
         this.lastError = err.message;
-        this.logger.warn(`${this.name} failed: ${err.message}`);
+        if (!this.loggedElsewhere(err)) this.logger.warn(`${this.name} failed: ${err.message}`);
       })
       .finally(() => {
         this.lastTickAt = new Date();

@@ -1,7 +1,7 @@
 import { Catch, HttpException, HttpStatus, Logger, type ArgumentsHost } from '@nestjs/common';
 import { BaseExceptionFilter } from '@nestjs/core';
 import { CycloneError } from '../errors/cyclone.error.js';
-import { CYCLONE_ERROR_STATUS } from '../http/cyclone-error.filter.js';
+import { CYCLONE_ERROR_STATUS, cycloneErrorBody } from '../http/cyclone-error.filter.js';
 
 /**
  * The dashboard's answers to errors, whatever filters the app has: a
@@ -22,7 +22,7 @@ export class DashboardExceptionFilter extends BaseExceptionFilter {
     let body: Record<string, unknown>;
     if (error instanceof CycloneError && CYCLONE_ERROR_STATUS[error.code] !== undefined) {
       status = CYCLONE_ERROR_STATUS[error.code];
-      body = { statusCode: status, code: error.code, message: error.message };
+      body = cycloneErrorBody(error, status);
       const parameter = (error as { parameter?: unknown }).parameter;
       if (parameter !== undefined) body.parameter = parameter;
     } else {

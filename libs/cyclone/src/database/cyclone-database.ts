@@ -4,8 +4,9 @@ import type pg from 'pg';
 import { DatabaseUnavailableError } from '../errors/database-unavailable.error.js';
 import { messages } from '../cyclone.messages.js';
 import type { EmbeddedDatabase } from './embedded-database.js';
-import { isConnectionLost } from './database-fault.js';
+import { isConnectionLost, isUnreachable } from './database-fault.js';
 import { describeUrl } from './describe-url.js';
+import { OutageLog } from './outage-log.js';
 import { execute, type Statement } from './statement.js';
 
 /**
@@ -20,6 +21,7 @@ export class CycloneDatabase implements OnApplicationShutdown {
 
   /** host:port/database of the server, for messages; never the password. */
   readonly where: string;
+  private readonly outage: OutageLog;
 
   constructor(
     readonly dataSource: DataSource,
@@ -34,6 +36,16 @@ export class CycloneDatabase implements OnApplicationShutdown {
     this.where = options.connectionString
       ? describeUrl(options.connectionString)
       : `${options.host ?? 'localhost'}:${options.port ?? 5432}/${options.database ?? ''}`;
+    this.outage = new OutageLog(this.where, this.logger);
+  }
+
+  /**
+   * Whether `err` is the outage the log already tells of: a caller that met
+   * it leaves its own warning out, so an outage is not a warning from every
+   * claim, loop and heartbeat several times a second.
+   */
+  covers(err: unknown): boolean {
+    return this.outage.isDown && isUnreachable(err);
   }
 
   /**
@@ -93,9 +105,13 @@ export class CycloneDatabase implements OnApplicationShutdown {
     try {
       const result = await use(client);
       release();
+      this.outage.succeeded();
       return result;
     } catch (err) {
-      release(isConnectionLost(err) ? (err as Error) : undefined);
+      const lost = isConnectionLost(err);
+      release(lost ? (err as Error) : undefined);
+      if (lost) this.outage.failed((err as Error).message);
+      else this.outage.succeeded();
       throw err;
     }
   }
@@ -106,7 +122,9 @@ export class CycloneDatabase implements OnApplicationShutdown {
       return await this.pool.connect();
     } catch (err) {
       const { message, code } = err as { message?: unknown; code?: unknown };
-      const reason = typeof message === 'string' && message !== '' ? message : 'the connection failed';
+      const reason = typeof message === 'string' && message !== '' ? message : `the connection failed${typeof code === 'string' ? ` (${code})` : ''}`;
+      // A pool closed at shutdown is not an outage.
+      if (!this.pool.ending) this.outage.failed(reason);
       throw new DatabaseUnavailableError(
         messages.databaseUnavailable(this.where, reason),
         typeof code === 'string' ? code : undefined,

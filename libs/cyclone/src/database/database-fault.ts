@@ -30,7 +30,7 @@ export function faultOf(err: unknown): Fault {
   if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
     // 57P01-57P05: the server ended this session (shutdown, crash, idle timeout); 08: connection exceptions.
     if (code.startsWith('57P') || code.startsWith('08')) return 'lost';
-    if (code === '57014') return 'timeout';
+    if (code === STATEMENT_TIMEOUT) return 'timeout';
     if (code.startsWith('22') || code.startsWith('23') || code === '54000') return 'data';
     if (code === '42P01' || code === '42883' || code === '42703' || code === '42704') return 'schema';
     return 'refused';
@@ -47,6 +47,20 @@ export function isConnectionLost(err: unknown): boolean {
   const fault = faultOf(err);
   return fault === 'lost' || fault === 'unsent';
 }
+
+/**
+ * Whether an error says the server could not be reached or the connection
+ * was lost, as opposed to a server that answered with an error (a statement
+ * timeout among them): the errors a database outage gives every caller.
+ */
+export function isUnreachable(err: unknown): boolean {
+  if (err instanceof OutcomeUnknownError) return true;
+  if (err instanceof DatabaseUnavailableError) return err.reason !== STATEMENT_TIMEOUT;
+  return isConnectionLost(err);
+}
+
+/** SQLSTATE of a statement cancelled by statement_timeout. */
+const STATEMENT_TIMEOUT = '57014';
 
 export interface CallFaultContext {
   /** host:port/database, for messages (never the password). */

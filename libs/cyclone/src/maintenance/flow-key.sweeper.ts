@@ -31,7 +31,13 @@ export class FlowKeySweeper implements MaintenanceService {
     private readonly registry: StepRegistry,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
-    this.loop = new Loop('cyclone:flow-keys', () => FLOW_KEY_INTERVAL_MS * (0.75 + Math.random() / 2), async () => void (await this.sweep()), scheduler);
+    this.loop = new Loop(
+      'cyclone:flow-keys',
+      () => FLOW_KEY_INTERVAL_MS * (0.75 + Math.random() / 2),
+      async () => void (await this.sweep()),
+      scheduler,
+      (err) => this.database.covers(err),
+    );
   }
 
   /**

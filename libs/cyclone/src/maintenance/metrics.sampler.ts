@@ -25,7 +25,13 @@ export class MetricsSampler implements MaintenanceService {
     private readonly stats: CycloneStats,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
-    this.loop = new Loop('cyclone:metrics', () => stats.sampleIntervalMs ?? 0, async () => void (await this.sample()), scheduler);
+    this.loop = new Loop(
+      'cyclone:metrics',
+      () => stats.sampleIntervalMs ?? 0,
+      async () => void (await this.sample()),
+      scheduler,
+      (err) => this.database.covers(err),
+    );
   }
 
   get enabled(): boolean {

@@ -38,7 +38,13 @@ export class PartitionMaintainer implements MaintenanceService {
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
     // Spread replicas apart rather than all at once.
-    this.loop = new Loop('cyclone:partitions', () => PARTITION_INTERVAL_MS * (0.9 + Math.random() / 5), async () => void (await this.maintain()), scheduler);
+    this.loop = new Loop(
+      'cyclone:partitions',
+      () => PARTITION_INTERVAL_MS * (0.9 + Math.random() / 5),
+      async () => void (await this.maintain()),
+      scheduler,
+      (err) => this.database.covers(err),
+    );
   }
 
   async maintain(): Promise<PartitionPass> {

@@ -41,7 +41,13 @@ export class RecoverySweeper implements MaintenanceService {
     private readonly stats: CycloneStats,
   ) {
     const [min, max] = options.pollIntervalMs;
-    this.loop = new Loop('cyclone:recovery', () => min + Math.random() * (max - min), async () => void (await this.sweep()), scheduler);
+    this.loop = new Loop(
+      'cyclone:recovery',
+      () => min + Math.random() * (max - min),
+      async () => void (await this.sweep()),
+      scheduler,
+      (err) => this.database.covers(err),
+    );
   }
 
   /** Tells the engine's observers of an outcome this sweep committed; a failure is read back as stored. */

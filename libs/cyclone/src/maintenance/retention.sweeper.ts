@@ -21,7 +21,13 @@ export class RetentionSweeper implements MaintenanceService {
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
     // Spread replicas' sweeps apart rather than all on the minute.
-    this.loop = new Loop('cyclone:retention', () => RETENTION_INTERVAL_MS * (0.75 + Math.random() / 2), async () => void (await this.sweep()), scheduler);
+    this.loop = new Loop(
+      'cyclone:retention',
+      () => RETENTION_INTERVAL_MS * (0.75 + Math.random() / 2),
+      async () => void (await this.sweep()),
+      scheduler,
+      (err) => this.database.covers(err),
+    );
   }
 
   /** Deletes expired runs in batches until none is left; returns how many. */

@@ -55,7 +55,13 @@ export class ScheduleTicker implements MaintenanceService {
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
-    this.loop = new Loop('cyclone:schedules', () => this.nextWaitMs, async () => void (await this.tick()), scheduler);
+    this.loop = new Loop(
+      'cyclone:schedules',
+      () => this.nextWaitMs,
+      async () => void (await this.tick()),
+      scheduler,
+      (err) => this.database.covers(err),
+    );
   }
 
   /** One pass; returns what it did with each due tick. */

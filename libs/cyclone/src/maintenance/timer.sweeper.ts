@@ -32,7 +32,13 @@ export class TimerSweeper implements MaintenanceService {
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
   ) {
     const [min, max] = options.pollIntervalMs;
-    this.loop = new Loop('cyclone:timers', () => min + Math.random() * (max - min), async () => void (await this.fire()), scheduler);
+    this.loop = new Loop(
+      'cyclone:timers',
+      () => min + Math.random() * (max - min),
+      async () => void (await this.fire()),
+      scheduler,
+      (err) => this.database.covers(err),
+    );
   }
 
   /** One pass; returns what each timer it fired did. */

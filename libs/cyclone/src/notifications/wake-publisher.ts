@@ -47,6 +47,7 @@ export class WakePublisher implements BeforeApplicationShutdown {
       try {
         if (!(await this.listener.publishWakes(queues))) await this.database.query(WAKE_QUEUES, [queues]);
       } catch (err) {
+        if (this.database.covers(err)) continue;
         this.logger.warn(
           `Could not wake queue(s) ${queues.join(', ')}: ${(err as Error).message}; workers will find the jobs at their next poll`,
         );

@@ -73,7 +73,9 @@ export class Heartbeat {
       // TTL, the step is reclaimed and the next renewal that gets through
       // matches nothing.
       this.stats.heartbeatFailures += 1;
-      this.logger.warn(`Heartbeat of step ${this.step.node_id} (run ${this.step.run_id}) failed: ${(err as Error).message}`);
+      if (!this.database.covers(err)) {
+        this.logger.warn(`Heartbeat of step ${this.step.node_id} (run ${this.step.run_id}) failed: ${(err as Error).message}`);
+      }
     }
     this.schedule(this.interval * (0.9 + Math.random() * 0.2));
   }

@@ -158,7 +158,7 @@ export class QueueWorker {
       // poll tick or wake-up; nothing was claimed, so nothing is lost.
       this.deps.stats.claimFailures += 1;
       this.deps.stats.lastClaimError = (err as Error).message;
-      this.logger.warn(`Claim on queue "${this.queue}" failed: ${(err as Error).message}`);
+      if (!this.deps.database.covers(err)) this.logger.warn(`Claim on queue "${this.queue}" failed: ${(err as Error).message}`);
       this.deps.stats.events.passEnded({ loop: 'cyclone:claim', queue: this.queue, startedAt, error: (err as Error).message });
       return;
     }
