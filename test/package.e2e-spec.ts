@@ -105,6 +105,7 @@ describe('the published package', () => {
     const files = (await succeed('tar', ['-tzf', tarball], work)).split('\n').filter(Boolean);
     expect(files).toEqual(expect.arrayContaining([
       'package/package.json',
+      'package/bin/cyclone.js',
       'package/dist/index.js',
       'package/dist/index.d.ts',
       'package/dist/testing/index.js',
@@ -120,7 +121,7 @@ describe('the published package', () => {
       'package/sql/schema.sql',
       'package/sql/functions/complete-steps.sql',
     ]));
-    const outside = files.filter((f) => !/^package\/(dist|migrations|sql)\/|^package\/(package\.json|README\.md|LICENSE)$/.test(f));
+    const outside = files.filter((f) => !/^package\/(dist|migrations|sql)\/|^package\/(package\.json|README\.md|LICENSE|bin\/cyclone\.js)$/.test(f));
     expect(outside).toEqual([]);
     expect(files.filter((f) => /\.spec\.|\/test\/|\/bench\/|\/ui\//.test(f))).toEqual([]);
   });
