@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CYCLONE_MIGRATIONS } from 'cyclone-nestjs';
 import { TestDatabase } from 'cyclone-nestjs/testing';
@@ -75,12 +75,10 @@ beforeAll(async () => {
   }[];
   tarball = join(work, packed[0].filename);
 
-  const dependencies = Object.fromEntries([
-    ['cyclone-nestjs', `file:${tarball}`],
-    ...APP_DEPENDENCIES.map((name) => [name, versionOf(name)]),
-  ]);
+  // An app that has its Nest packages, then the README's command: `npm install <the tarball>`.
+  const dependencies = Object.fromEntries(APP_DEPENDENCIES.map((name) => [name, versionOf(name)]));
   writeFileSync(join(work, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module', dependencies }));
-  await succeed('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts'], work);
+  await succeed('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball], work);
 
   // Two apps in the project, one per module system; both resolve their packages from its node_modules.
   for (const [dir, type] of [
@@ -101,6 +99,22 @@ afterAll(async () => {
 });
 
 describe('the published package', () => {
+  it("is installed the way the README's Install section says, since it is not on the registry yet", () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Install\n'), readme.indexOf('\n## ', readme.indexOf('## Install\n') + 1));
+    const commands = /```bash\n([\s\S]*?)```/.exec(section)![1].split('\n');
+    const { version } = JSON.parse(readFileSync(join(LIBRARY, 'package.json'), 'utf8')) as { version: string };
+    expect(section).toContain('not on the npm registry yet');
+    // The two commands this file runs: npm pack in libs/cyclone, then npm install of the tarball it wrote.
+    expect(commands).toContainEqual(expect.stringMatching(/^cd libs\/cyclone && npm pack\b/));
+    expect(commands).toContainEqual(expect.stringMatching(/ && npm install \/path\/to\/cyclone\/libs\/cyclone\/cyclone-nestjs-<version>\.tgz$/));
+    expect(basename(tarball)).toBe(`cyclone-nestjs-${version}.tgz`);
+    // No command that asks the registry for the package.
+    expect(commands.filter((line) => /npm install cyclone-nestjs\b/.test(line))).toEqual([]);
+    const installed = JSON.parse(readFileSync(join(work, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    expect(installed.dependencies['cyclone-nestjs']).toBe(`file:${basename(tarball)}`);
+  });
+
   it('the tarball holds the built library, its migrations and SQL, and nothing of the repository', async () => {
     const files = (await succeed('tar', ['-tzf', tarball], work)).split('\n').filter(Boolean);
     expect(files).toEqual(expect.arrayContaining([
