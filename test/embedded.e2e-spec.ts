@@ -1,5 +1,5 @@
 import { describe, it, expect, beforeAll, afterAll, jest } from '@jest/globals';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -47,12 +47,17 @@ interface AppProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** The example of an app on the embedded server, as its own process. */
-function startApp(port: number, env: Record<string, string> = {}): AppProcess {
+/**
+ * The example of an app on the embedded server, as its own process; with
+ * `group`, the leader of a process group of its own, as a terminal runs its
+ * foreground job, so that a signal to the group reaches everything it started.
+ */
+function startApp(port: number, env: Record<string, string> = {}, group = false): AppProcess {
   const child = spawn(process.execPath, [APP], {
     cwd: ROOT,
     env: { ...process.env, CYCLONE_DATABASE_URL: '', DATABASE_URL: '', CYCLONE_EMBEDDED_DIR: dataDir, CYCLONE_EMBEDDED_PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: group,
   });
   children.push(child);
   let output = '';
@@ -71,6 +76,17 @@ function startApp(port: number, env: Record<string, string> = {}): AppProcess {
     event: (name) => waitFor(`the app's "${name}" (output so far:\n${output})`, () => events.find((e) => e.event === name), 60_000),
     exited,
   };
+}
+
+/** Whether a process is there and has not ended (a zombie, not yet reaped by its parent, has). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
 }
 
 /** Opens the data directory with a server of the test's own and runs one query. */
@@ -106,6 +122,65 @@ describe('the embedded PostgreSQL', () => {
       [runId],
     );
     expect(steps).toEqual([{ state: 'completed', output: { slept: 1500 } }]);
+  }, 120_000);
+
+  it.each(['SIGINT', 'SIGTERM', 'SIGHUP'] as const)(
+    'on %s to the whole process group (Ctrl-C, or the terminal closing), the server outlives the drain and the running step’s outcome is recorded',
+    async (signal) => {
+      const port = await freePort();
+      const app = startApp(port, { EMBEDDED_SHUTDOWN_HOOKS: '1', EMBEDDED_STEP_MS: '1500' }, true);
+      const { runId } = await app.event('started');
+      process.kill(-app.child.pid!, signal);
+      const exit = await app.exited;
+      expect(exit.code === 0 || exit.signal === signal).toBe(true);
+      expect(app.output()).not.toContain('Could not record the outcome');
+      expect(app.output().indexOf('Embedded PostgreSQL stopped')).toBeGreaterThan(app.output().indexOf('running step(s)'));
+      // Completed with its output, no lease left to wait out.
+      const steps = await inDatabase<{ state: string; output: unknown; lease_expiry: Date | null }>(
+        port,
+        'SELECT state, output, lease_expiry FROM cyclone_steps WHERE run_id = $1',
+        [runId],
+      );
+      expect(steps).toEqual([{ state: 'completed', output: { slept: 1500 }, lease_expiry: null }]);
+    },
+    120_000,
+  );
+
+  it('prints the server’s URL at start, and the CLI can use it', async () => {
+    const port = await freePort();
+    const app = startApp(port, { EMBEDDED_SHUTDOWN_HOOKS: '1', EMBEDDED_STEP_MS: '1' });
+    await app.event('ready');
+    const url = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+    expect(app.output()).toContain(`Embedded PostgreSQL ready at ${url} (its fixed development login, not a secret)`);
+    const status = spawnSync(process.execPath, [join(ROOT, 'libs/cyclone/bin/cyclone.js'), 'status', '--url', url], { encoding: 'utf8' });
+    expect(status.stderr).toBe('');
+    expect(status.status).toBe(0);
+    expect(status.stdout).toMatch(/^Migrations: applied 1, 2, /);
+    app.child.kill('SIGTERM');
+    await app.exited;
+  }, 120_000);
+
+  it('after the app is killed with SIGKILL, the server it leaves behind does not block the next start: it is stopped, even with a client connected', async () => {
+    const port = await freePort();
+    const first = startApp(port, { EMBEDDED_SHUTDOWN_HOOKS: '1', EMBEDDED_STEP_MS: '1' });
+    await first.event('ready');
+    const orphan = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    // A client of its own, as a psql left open would be: a plain SIGTERM would wait for it forever.
+    const client = new pg.Client({ connectionString: `postgres://postgres:postgres@127.0.0.1:${port}/postgres` });
+    const clientEnded = new Promise<void>((resolve) => client.once('end', resolve));
+    client.on('error', () => undefined);
+    await client.connect();
+    first.child.kill('SIGKILL');
+    await first.exited;
+    expect(isRunning(orphan)).toBe(true);
+
+    const second = startApp(port, { EMBEDDED_SHUTDOWN_HOOKS: '1', EMBEDDED_STEP_MS: '1' });
+    await second.event('ready');
+    expect(second.output()).toContain(`(pid ${orphan}, port ${port}) outlived the app that started it (pid ${first.child.pid}`);
+    expect(isRunning(orphan)).toBe(false);
+    await clientEnded;
+    second.child.kill('SIGTERM');
+    expect((await second.exited).signal === 'SIGTERM' || (await second.exited).code === 0).toBe(true);
   }, 120_000);
 
   it('without shutdown hooks the app warns, and SIGTERM still stops the server: nothing is left holding its port or directory', async () => {
@@ -166,8 +241,11 @@ describe('the embedded PostgreSQL', () => {
         const pid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
         const err = await startupError(await freePort(), dataDir);
         expect(err).toBeInstanceOf(EmbeddedDatabaseError);
-        expect((err as Error).message).toContain(`in use by a running server (pid ${pid}, port ${running.port})`);
-        expect((err as Error).message).toContain(`kill ${pid}`);
+        expect((err as Error).message).toContain(`in use by a running server (pid ${pid}, port ${running.port}) of another app that is still running (pid ${process.pid})`);
+        // A server Cyclone did not start (no owner file) is never stopped: the message says how.
+        rmSync(join(dataDir, 'cyclone-owner.json'));
+        const foreign = await startupError(await freePort(), dataDir);
+        expect((foreign as Error).message).toContain(`that Cyclone did not start. Stop it with \`kill -INT ${pid}\``);
       } finally {
         await running.stop();
       }

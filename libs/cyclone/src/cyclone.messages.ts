@@ -132,10 +132,22 @@ export const messages = {
     `The embedded PostgreSQL cannot listen on port ${port}: another process holds it (a second app, another ` +
     'PostgreSQL, or a server left behind by a crash). Stop that process, or choose another port with CYCLONE_EMBEDDED_PORT, ' +
     'or give Cyclone a database with CYCLONE_DATABASE_URL.',
-  embeddedDirInUse: (dir: string, pid: number, port: string | undefined) =>
+  embeddedDirInUse: (dir: string, pid: number, port: string | undefined, app: number | null) =>
     `The embedded PostgreSQL's data directory ${dir} is in use by a running server (pid ${pid}` +
-    `${port ? `, port ${port}` : ''}): another app is using it, or a server was left behind by a crash. Stop it with \`kill ${pid}\`, ` +
+    `${port ? `, port ${port}` : ''}) ` +
+    (app !== null
+      ? `of another app that is still running (pid ${app}). Stop that app, `
+      : `that Cyclone did not start. Stop it with \`kill -INT ${pid}\` (a plain kill waits for its clients to leave), `) +
     'or use another directory with CYCLONE_EMBEDDED_DIR.',
+  embeddedOrphanStopping: (dir: string, pid: number, port: string | undefined, app: number) =>
+    `The embedded PostgreSQL of ${dir} (pid ${pid}${port ? `, port ${port}` : ''}) outlived the app that started it ` +
+    `(pid ${app}, which is gone: killed or crashed). Stopping it (a fast shutdown) before starting the server again.`,
+  embeddedOrphanStuck: (dir: string, pid: number) =>
+    `The embedded PostgreSQL of ${dir} (pid ${pid}), left running by an app that is gone, did not stop when asked. ` +
+    `Stop it with \`kill -9 ${pid}\`, then start again.`,
+  embeddedReady: (url: string) =>
+    `Embedded PostgreSQL ready at ${url} (its fixed development login, not a secret). ` +
+    `Point the CLI or psql at it: \`npx cyclone status --url ${url}\`, \`psql ${url}\`.`,
   importedTwice: (importers: string[]) =>
     `CycloneModule.forRoot() is imported more than once${importers.length > 0 ? ` (by ${importers.join(', ')})` : ''}. ` +
     'The import that started first runs the workers and maintenance loops with its options; the others only provide ' +

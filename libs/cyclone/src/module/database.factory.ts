@@ -44,6 +44,7 @@ export async function createCycloneDatabase(options: ResolvedOptions): Promise<C
       );
       embedded = await startEmbeddedDatabase({ dir, port, logger });
       url = embedded.url;
+      logger.log(messages.embeddedReady(url));
     }
     const statementTimeoutMs = options.statementTimeoutMs;
     let dataSource: DataSource | undefined;
