@@ -13,19 +13,20 @@ import { serveMetrics } from './metrics/serve-metrics.js';
 async function bootstrap(): Promise<void> {
   const logger = new Logger('Example');
   if (process.env.CYCLONE_ROLE === 'worker') {
-    const app = await NestFactory.createApplicationContext(AppModule);
+    const app = await NestFactory.createApplicationContext(AppModule.register());
     app.enableShutdownHooks();
     const metricsPort = process.env.METRICS_PORT;
     if (metricsPort) serveMetrics(app.get(CycloneMetrics), Number(metricsPort));
     logger.log(`Worker ${process.pid} ready${metricsPort ? `; metrics on :${metricsPort}/metrics` : ''}`);
     return;
   }
-  const app = await NestFactory.create(AppModule);
+  const app = await NestFactory.create(AppModule.register());
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);
   await app.listen(port);
   logger.log(
-    `Listening on http://localhost:${port} (try GET /health, GET /metrics, POST /reports, POST /onboarding; the dashboard is at /cyclone)`,
+    `Listening on http://localhost:${port} (try GET /health, GET /metrics, POST /users, POST /orders, POST /reports, ` +
+      'POST /onboarding, POST /exports; the dashboard is at /cyclone)',
   );
 }
 

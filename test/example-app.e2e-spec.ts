@@ -1,32 +1,57 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { NestFactory } from '@nestjs/core';
 import type { INestApplication } from '@nestjs/common';
-import { CycloneClient, CycloneDatabase } from 'cyclone-nestjs';
+import { CycloneClient, CycloneDatabase, CycloneStats } from 'cyclone-nestjs';
 import { TestDatabase } from 'cyclone-nestjs/testing';
 import { AppModule } from '../src/app.module.js';
+import { dashboardCredentials } from '../src/dashboard/dashboard-credentials.js';
 import { parseExposition } from './support/prometheus.js';
+import { TcpProxy } from './support/tcp-proxy.js';
 import { waitFor } from './support/wait.js';
 
-/** The example app as deployed: real HTTP, CYCLONE_DATABASE_URL pointing at a fresh database. */
+/** The dashboard's login, given as a deployment gives it. */
+const DASHBOARD = { DASHBOARD_USER: 'ops', DASHBOARD_PASSWORD: 'a-login-of-this-test' };
+const authorization = `Basic ${Buffer.from(`${DASHBOARD.DASHBOARD_USER}:${DASHBOARD.DASHBOARD_PASSWORD}`).toString('base64')}`;
+
+/**
+ * The example app as deployed: real HTTP, CYCLONE_DATABASE_URL pointing at a
+ * fresh database, through a TCP proxy so that a test can take the database
+ * away.
+ */
 describe('example app', () => {
   let database: TestDatabase;
+  let proxy: TcpProxy;
   let app: INestApplication;
   let base: string;
-  const savedUrl = process.env.CYCLONE_DATABASE_URL;
+  const savedEnv = { ...process.env };
+
+  /** The app on this file's database, started as main.ts starts it, with the environment it is given. */
+  async function startApp(env: Record<string, string> = {}): Promise<{ app: INestApplication; base: string }> {
+    process.env = {
+      ...savedEnv,
+      ...DASHBOARD,
+      CYCLONE_DATABASE_URL: proxy.urlFor(new URL(database.url).pathname.slice(1)),
+      // Heartbeats every second: a cancelled export hears of it within one.
+      CYCLONE_LEASE_TTL: '3s',
+      ...env,
+    };
+    const started = await NestFactory.create(AppModule.register(), { logger: ['error'] });
+    await started.listen(0, '127.0.0.1');
+    return { app: started, base: (await started.getUrl()).replace('[::1]', '127.0.0.1') };
+  }
 
   beforeAll(async () => {
     database = await TestDatabase.create(process.env.CYCLONE_TEST_DATABASE_URL!);
-    process.env.CYCLONE_DATABASE_URL = database.url;
-    app = await NestFactory.create(AppModule, { logger: ['error'] });
-    await app.listen(0, '127.0.0.1');
-    base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    proxy = await TcpProxy.start(database.url);
+    ({ app, base } = await startApp());
   });
 
   afterAll(async () => {
+    await proxy?.up();
     await app?.close();
+    await proxy?.close();
     await database?.drop();
-    if (savedUrl === undefined) delete process.env.CYCLONE_DATABASE_URL;
-    else process.env.CYCLONE_DATABASE_URL = savedUrl;
+    process.env = savedEnv;
   });
 
   const post = (path: string, body: unknown) =>
@@ -46,17 +71,61 @@ describe('example app', () => {
     expect(body.info.cyclone).toMatchObject({ status: 'up', database: 'up', listener: 'connected' });
   });
 
-  it('serves the dashboard at /cyclone behind HTTP Basic (admin / cyclone by default)', async () => {
+  it('serves the dashboard at /cyclone behind HTTP Basic, with the login of DASHBOARD_USER and DASHBOARD_PASSWORD', async () => {
     const refused = await fetch(`${base}/cyclone`);
     expect(refused.status).toBe(401);
     expect(refused.headers.get('www-authenticate')).toContain('Basic');
-    expect((await fetch(`${base}/cyclone/api/queues`, { headers: { authorization: 'Basic YWRtaW46d3Jvbmc=' } })).status).toBe(401);
-    const authorization = `Basic ${Buffer.from('admin:cyclone').toString('base64')}`;
+    // The login of old, admin / cyclone, is no default any more.
+    for (const login of ['admin:cyclone', 'ops:wrong']) {
+      const headers = { authorization: `Basic ${Buffer.from(login).toString('base64')}` };
+      expect((await fetch(`${base}/cyclone/api/queues`, { headers })).status).toBe(401);
+    }
     const page = await fetch(`${base}/cyclone`, { headers: { authorization } });
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('data-base="/cyclone"');
     const queues = (await (await fetch(`${base}/cyclone/api/queues`, { headers: { authorization } })).json()) as any;
-    expect(queues.queues.map((q: { name: string }) => q.name)).toEqual(expect.arrayContaining(['default', 'reports']));
+    expect(queues.queues.map((q: { name: string }) => q.name)).toEqual(expect.arrayContaining(['default', 'reports', 'exports']));
+  });
+
+  describe('the dashboard login and its read-only switch', () => {
+    it('has no default: in production the app does not start without one; elsewhere one is made for the run and logged', () => {
+      expect(() => dashboardCredentials({ NODE_ENV: 'production' })).toThrow('Set both DASHBOARD_USER and DASHBOARD_PASSWORD');
+      expect(() => dashboardCredentials({ DASHBOARD_USER: 'ops' })).toThrow('Set both DASHBOARD_USER and DASHBOARD_PASSWORD');
+      expect(dashboardCredentials({ NODE_ENV: 'production', ...DASHBOARD })).toEqual({ user: 'ops', password: 'a-login-of-this-test' });
+      const made = [dashboardCredentials({}), dashboardCredentials({})];
+      expect(made.map((c) => c.user)).toEqual(['admin', 'admin']);
+      expect(made[0].password).toMatch(/^[\w-]{16}$/);
+      expect(made[1].password).not.toBe(made[0].password);
+    });
+
+    it('refuses to start in production without the login, saying which variables to set', async () => {
+      const saved = process.env;
+      process.env = { ...saved, NODE_ENV: 'production', DASHBOARD_USER: '', DASHBOARD_PASSWORD: '' };
+      try {
+        expect(() => AppModule.register()).toThrow('Set both DASHBOARD_USER and DASHBOARD_PASSWORD');
+      } finally {
+        process.env = saved;
+      }
+    });
+
+    it('with DASHBOARD_READONLY=true shows everything and has no action to post to', async () => {
+      const readOnly = await startApp({ DASHBOARD_READONLY: 'true', CYCLONE_ROLE: 'api' });
+      try {
+        const headers = { authorization };
+        expect((await fetch(`${readOnly.base}/cyclone/api/queues`, { headers })).status).toBe(200);
+        const page = await (await fetch(`${readOnly.base}/cyclone`, { headers })).text();
+        expect(page).toContain('data-read-only="true"');
+        const pause = await fetch(`${readOnly.base}/cyclone/api/queues/default/pause`, { method: 'POST', headers });
+        expect(pause.status).toBe(404);
+        expect(await app.get(CycloneClient).pausedQueues()).toEqual([]);
+      } finally {
+        await readOnly.app.close();
+      }
+      expect(() => {
+        process.env = { ...savedEnv, ...DASHBOARD, DASHBOARD_READONLY: 'yes' };
+        AppModule.register();
+      }).toThrow('DASHBOARD_READONLY must be true or false');
+    });
   });
 
   it('serves GET /metrics for Prometheus: counters of the jobs it ran, gauges of its queues', async () => {
@@ -135,6 +204,77 @@ describe('example app', () => {
     const again = await post('/users', { email: 'cy@example.com' });
     expect(again.status).toBe(409);
     expect(await emailRunsTo('cy@example.com')).toHaveLength(1);
+  });
+
+  it("creates its own tables with its TypeORM migrations (migrations/) at start, beside Cyclone's; a second start applies nothing", async () => {
+    const dataSource = app.get(CycloneDatabase).dataSource;
+    const applied = async () => (await dataSource.query('SELECT name FROM app_migrations ORDER BY id')) as { name: string }[];
+    expect(await applied()).toEqual([{ name: 'UsersAndOrders1765800000000' }]);
+    const tables = (await dataSource.query(
+      `SELECT tablename FROM pg_tables WHERE tablename IN ('users', 'orders', 'cyclone_runs') ORDER BY 1`,
+    )) as { tablename: string }[];
+    expect(tables.map((t) => t.tablename)).toEqual(['cyclone_runs', 'orders', 'users']);
+    const replica = await startApp({ CYCLONE_ROLE: 'api' });
+    await replica.app.close();
+    expect(await applied()).toEqual([{ name: 'UsersAndOrders1765800000000' }]);
+  });
+
+  it("takes an order of a signed-up user and confirms it by email, queued in the order's transaction; an unknown user is a 404 that writes nothing", async () => {
+    const client = app.get(CycloneClient);
+    const user = (await (await post('/users', { email: 'orderer@example.com' })).json()) as { id: number };
+    const placed = await post('/orders', { userId: user.id, totalCents: 1999 });
+    expect(placed.status).toBe(201);
+    const order = (await placed.json()) as { id: number; userId: number; totalCents: number; confirmRunId: string };
+    expect(order).toMatchObject({ userId: user.id, totalCents: 1999 });
+    const { emailRunId } = (await client.result(order.confirmRunId, { timeout: 10_000 })) as { emailRunId: string };
+    await expect(client.result(emailRunId, { timeout: 10_000 })).resolves.toBeNull();
+    expect((await client.getRun(emailRunId)).input).toMatchObject({ to: 'orderer@example.com', subject: `Order #${order.id}` });
+
+    const runsBefore = (await app.get(CycloneDatabase).dataSource.query('SELECT count(*)::int AS n FROM cyclone_runs'))[0].n;
+    const missing = await post('/orders', { userId: 999_999, totalCents: 5 });
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { message: string }).message).toContain('User 999999 does not exist');
+    const [{ orders, runs }] = await app
+      .get(CycloneDatabase)
+      .dataSource.query('SELECT (SELECT count(*) FROM orders WHERE user_id = 999999)::int AS orders, (SELECT count(*) FROM cyclone_runs)::int AS runs');
+    expect({ orders, runs }).toEqual({ orders: 0, runs: runsBefore });
+  });
+
+  it('keeps one durable schedule, the daily orders summary, listed with its next tick', async () => {
+    const schedules = await app.get(CycloneClient).listSchedules();
+    const summary = schedules.find((s) => s.name === 'summarize_orders');
+    expect(summary).toMatchObject({ kind: 'summarize_orders', cron: '0 6 * * *' });
+    expect(summary!.nextTickAt!.getTime()).toBeGreaterThan(Date.now());
+    const listed = (await (await fetch(`${base}/cyclone/api/schedules`, { headers: { authorization } })).json()) as any;
+    expect(listed.schedules.map((s: { name: string }) => s.name)).toContain('summarize_orders');
+  });
+
+  it('runs an export that takes a while, with progress and a lease renewed as it goes; a cancel stops its handler', async () => {
+    const client = app.get(CycloneClient);
+    const started = await post('/exports', { seconds: 3 });
+    expect(started.status).toBe(202);
+    const { runId } = (await started.json()) as { runId: string };
+    const runningStep = (id: string) =>
+      waitFor(
+        'the export to run and report progress',
+        async () => {
+          const [step] = ((await (await fetch(`${base}/exports/${id}`)).json()) as any).steps;
+          return step.state === 'running' && step.progress !== null ? step : undefined;
+        },
+        15_000,
+      );
+    const running = await runningStep(runId);
+    expect(running).toMatchObject({ queue: 'exports', leaseOwner: expect.any(String), progress: { seconds: 3 } });
+    expect(new Date(running.leaseExpiry).getTime()).toBeGreaterThan(Date.now());
+    await expect(client.result(runId, { timeout: 20_000 })).resolves.toEqual({ seconds: 3, rows: 750 });
+
+    const long = ((await (await post('/exports', { seconds: 600 })).json()) as { runId: string }).runId;
+    await runningStep(long);
+    const cancel = await post(`/exports/${long}/cancel`, {});
+    expect(await cancel.json()).toEqual({ cancelled: true });
+    // Its handler hears of it at its next heartbeat (a second here) and stops: the worker's slot is free.
+    await waitFor('the cancelled export to stop', () => app.get(CycloneStats).running() === 0, 10_000);
+    expect(await client.listSteps(long)).toMatchObject([{ state: 'cancelled' }]);
   });
 
   describe('onboarding workflow', () => {
@@ -283,14 +423,24 @@ describe('example app', () => {
       ['half an emoji as the approver', `/onboarding/${runId}/approval`, json({ approvedBy: '\ud83d' }), JSON_TYPE],
       ['an approver that is an object', `/onboarding/${runId}/approval`, json({ approvedBy: { name: 'ops' } }), JSON_TYPE],
       ['no approver', `/onboarding/${runId}/approval`, json({}), JSON_TYPE],
+      ['an order without a total', '/orders', json({ userId: 1 }), JSON_TYPE],
+      ['a negative total', '/orders', json({ userId: 1, totalCents: -5 }), JSON_TYPE],
+      ['an export of ten hours', '/exports', json({ seconds: 36_000 }), JSON_TYPE],
+      // 3 KB nested too deep to validate recursively: refused before validation, not a stack overflow (a 500).
+      ...['/reports', '/users', '/onboarding', `/onboarding/${runId}/approval`, '/orders', '/exports'].map(
+        (path): [string, string, string, string] => ['an array nested 1,500 levels deep', path, `${'['.repeat(1_500)}${']'.repeat(1_500)}`, JSON_TYPE],
+      ),
+      ['an email nested 1,500 levels deep', '/users', `{"email":${'['.repeat(1_500)}${']'.repeat(1_500)}}`, JSON_TYPE],
+      ['an object nested 3,000 levels deep', '/reports', `${'{"a":'.repeat(3_000)}1${'}'.repeat(3_000)}`, JSON_TYPE],
     ];
 
-    it.each(cases)('%s to POST %s is a 400 that says what is wrong, and writes nothing', async (_what, path, body, type) => {
+    it.each(cases)('%s to POST %s is a 400 that says what is wrong, and writes nothing', async (what, path, body, type) => {
       const database = app.get(CycloneDatabase);
       const count = async () =>
         (
           await database.dataSource.query(
-            `SELECT (SELECT count(*) FROM cyclone_runs)::int AS runs, (SELECT count(*) FROM example_users)::int AS users`,
+            `SELECT (SELECT count(*) FROM cyclone_runs)::int AS runs, (SELECT count(*) FROM users)::int AS users,
+                    (SELECT count(*) FROM orders)::int AS orders`,
           )
         )[0];
       const before = await count();
@@ -298,7 +448,41 @@ describe('example app', () => {
       expect(response.status).toBe(400);
       const answer = (await response.json()) as { message?: unknown };
       expect(JSON.stringify(answer.message ?? '')).not.toBe('""');
+      if (what.includes('levels deep')) expect(JSON.stringify(answer.message)).toContain('nested more than 32 levels deep');
       expect(await count()).toEqual(before);
+    });
+  });
+  describe('while the database is down', () => {
+    it('answers 503 on every route that needs it, POST /users too, naming no database server; then works again', async () => {
+      const headers = { 'content-type': 'application/json', authorization };
+      await proxy.down();
+      try {
+        const requests: [string, string, unknown][] = [
+          ['POST', '/users', { email: 'down@example.com' }],
+          ['POST', '/orders', { userId: 1, totalCents: 100 }],
+          ['POST', '/reports', { userId: 9, email: 'down@example.com', period: '2026-11' }],
+          ['POST', '/exports', { seconds: 1 }],
+          ['GET', '/cyclone/api/queues', undefined],
+        ];
+        for (const [method, path, body] of requests) {
+          const response = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+          const text = await response.text();
+          expect([method, path, response.status]).toEqual([method, path, 503]);
+          expect(JSON.parse(text)).toEqual({
+            statusCode: 503,
+            code: 'database_unavailable',
+            message: 'The database could not serve the request, so nothing was written. Try again shortly.',
+          });
+        }
+        const health = await fetch(`${base}/health`);
+        expect(health.status).toBe(503);
+        const text = await health.text();
+        expect(JSON.parse(text).error.cyclone).toMatchObject({ status: 'down', database: 'unreachable' });
+        for (const secret of [String(proxy.port), '127.0.0.1', new URL(database.url).pathname.slice(1)]) expect(text).not.toContain(secret);
+      } finally {
+        await proxy.up();
+      }
+      await waitFor('POST /users to work again', async () => (await post('/users', { email: 'back@example.com' })).status === 201, 15_000);
     });
   });
 });

@@ -89,7 +89,7 @@ describe('a fresh clone', () => {
 
   it('a second build of the example app, as a second npm start runs it, compiles nothing; a changed file is compiled again', async () => {
     await succeed('npm', ['run', 'build:example'], clone);
-    const outputs = ['dist/main.js', 'dist/app.module.js', 'libs/cyclone/dist/index.js', 'libs/cyclone/dist/index.d.ts', 'libs/cyclone/dist/dashboard/assets/main.js'];
+    const outputs = ['dist/src/main.js', 'dist/src/app.module.js', 'libs/cyclone/dist/index.js', 'libs/cyclone/dist/index.d.ts', 'libs/cyclone/dist/dashboard/assets/main.js'];
     const before = outputs.map(mtime);
     await succeed('npm', ['run', 'build:example'], clone);
     expect(outputs.map(mtime)).toEqual(before);
@@ -97,7 +97,7 @@ describe('a fresh clone', () => {
     // Not a build that skips everything: the app's changed file, and only its own output, is written again.
     appendFileSync(join(clone, 'src/main.ts'), '// changed\n');
     await succeed('npm', ['run', 'build:example'], clone);
-    expect(mtime('dist/main.js')).toBeGreaterThan(before[0]);
+    expect(mtime('dist/src/main.js')).toBeGreaterThan(before[0]);
     expect(outputs.slice(1).map(mtime)).toEqual(before.slice(1));
   }, 600_000);
 });

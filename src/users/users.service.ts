@@ -1,5 +1,6 @@
-import { ConflictException, Injectable, type OnModuleInit } from '@nestjs/common';
+import { ConflictException, Injectable } from '@nestjs/common';
 import { CycloneClient, CycloneDatabase } from 'cyclone-nestjs';
+import { appTransaction } from '../database/app-transaction.js';
 import { SendEmail } from '../emails/email.steps.js';
 
 export interface User {
@@ -8,17 +9,11 @@ export interface User {
 }
 
 @Injectable()
-export class UsersService implements OnModuleInit {
+export class UsersService {
   constructor(
     private readonly cyclone: CycloneClient,
     private readonly database: CycloneDatabase,
   ) {}
-
-  async onModuleInit(): Promise<void> {
-    await this.database.dataSource.query(
-      'CREATE TABLE IF NOT EXISTS example_users (id serial PRIMARY KEY, email text NOT NULL UNIQUE)',
-    );
-  }
 
   /**
    * Signs a user up and queues the welcome email in the same transaction: if
@@ -26,9 +21,9 @@ export class UsersService implements OnModuleInit {
    * email is guaranteed to be queued.
    */
   async signUp(email: string): Promise<User & { welcomeRunId: string }> {
-    return this.database.dataSource.transaction(async (manager) => {
+    return appTransaction(this.database.dataSource, async (manager) => {
       const [user] = (await manager.query(
-        'INSERT INTO example_users (email) VALUES ($1) ON CONFLICT (email) DO NOTHING RETURNING id, email',
+        'INSERT INTO users (email) VALUES ($1) ON CONFLICT (email) DO NOTHING RETURNING id, email',
         [email],
       )) as User[];
       if (!user) throw new ConflictException(`${email} is already signed up`);

@@ -181,6 +181,7 @@ export const messages = {
     `(${failures} call${failures === 1 ? '' : 's'} failed since the last report; the latest: ${reason}).`,
   databaseBack: (where: string, ms: number) =>
     `PostgreSQL at ${where} answers again after ${Math.round(ms / 1_000)} s; claiming and maintenance go on.`,
+  databaseUnreachablePublic: (reason: string | undefined) => `the database could not be reached${reason ? ` (${reason})` : ''}`,
   databaseUnavailablePublic: () => 'The database could not serve the request, so nothing was written. Try again shortly.',
   outcomeUnknownPublic: (runIds: readonly string[]) =>
     'The connection to the database was lost while the request was being committed, so it may or may not have taken effect. ' +

@@ -1,7 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { toMs, type Duration } from '../common/duration.js';
+import { messages } from '../cyclone.messages.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
+import { DatabaseUnavailableError } from '../errors/database-unavailable.error.js';
 import { QUEUE_STATE, STRANDED_LEASES } from '../sql/health.sql.js';
 import { CycloneStats, type LoopState } from '../runtime/cyclone-stats.js';
 
@@ -50,7 +52,9 @@ export class CycloneHealthIndicator {
         timeoutMs,
       );
     } catch (err) {
-      return session.down({ database: 'unreachable', message: (err as Error).message });
+      // A health check's body is often public: the server's address stays in the log (see OutageLog).
+      const reason = err instanceof DatabaseUnavailableError ? messages.databaseUnreachablePublic(err.reason) : (err as Error).message;
+      return session.down({ database: 'unreachable', message: reason });
     }
     const queues: Record<string, QueueState> = {};
     for (const row of queueRows) {
