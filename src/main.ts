@@ -1,14 +1,14 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { CycloneMetrics } from 'cyclone-nestjs/metrics';
 import { AppModule } from './app.module.js';
-import { serveMetrics } from './metrics/serve-metrics.js';
+import { serveWorkerEndpoints } from './metrics/worker-endpoints.js';
 
 /**
  * The example app. `CYCLONE_ROLE=worker` starts it without HTTP, as a
- * worker-only process (with METRICS_PORT, it serves only GET /metrics there);
- * otherwise it serves the API on PORT (default 3000), GET /metrics included.
+ * worker-only process (with METRICS_PORT, it serves only GET /metrics and
+ * GET /health there); otherwise it serves the API on PORT (default 3000),
+ * GET /metrics included.
  */
 async function bootstrap(): Promise<void> {
   const logger = new Logger('Example');
@@ -16,8 +16,8 @@ async function bootstrap(): Promise<void> {
     const app = await NestFactory.createApplicationContext(AppModule.register());
     app.enableShutdownHooks();
     const metricsPort = process.env.METRICS_PORT;
-    if (metricsPort) serveMetrics(app.get(CycloneMetrics), Number(metricsPort));
-    logger.log(`Worker ${process.pid} ready${metricsPort ? `; metrics on :${metricsPort}/metrics` : ''}`);
+    if (metricsPort) serveWorkerEndpoints(app, Number(metricsPort));
+    logger.log(`Worker ${process.pid} ready${metricsPort ? `; GET /metrics and /health on :${metricsPort}` : ''}`);
     return;
   }
   const app = await NestFactory.create(AppModule.register());

@@ -5,6 +5,7 @@ import { CycloneClient, CycloneDatabase, CycloneStats } from 'cyclone-nestjs';
 import { TestDatabase } from 'cyclone-nestjs/testing';
 import { AppModule } from '../src/app.module.js';
 import { dashboardCredentials } from '../src/dashboard/dashboard-credentials.js';
+import { serveWorkerEndpoints } from '../src/metrics/worker-endpoints.js';
 import { parseExposition } from './support/prometheus.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { waitFor } from './support/wait.js';
@@ -452,6 +453,29 @@ describe('example app', () => {
       expect(await count()).toEqual(before);
     });
   });
+  it('as a worker-only process serves GET /metrics and GET /health on a port of its own, for Prometheus and a container healthcheck', async () => {
+    process.env = { ...savedEnv, CYCLONE_ROLE: 'worker', CYCLONE_DATABASE_URL: proxy.urlFor(new URL(database.url).pathname.slice(1)) };
+    // A worker serves no dashboard, so it needs no login.
+    delete process.env.DASHBOARD_USER;
+    delete process.env.DASHBOARD_PASSWORD;
+    const worker = await NestFactory.createApplicationContext(AppModule.register(), { logger: ['error'] });
+    const server = serveWorkerEndpoints(worker, 0);
+    try {
+      await new Promise((resolve) => server.once('listening', resolve));
+      const origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const health = await fetch(`${origin}/health`);
+      expect(health.status).toBe(200);
+      expect(((await health.json()) as any).cyclone).toMatchObject({ status: 'up', database: 'up' });
+      const metrics = await fetch(`${origin}/metrics`);
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toContain('cyclone_queue_steps');
+      expect((await fetch(`${origin}/`)).status).toBe(404);
+    } finally {
+      server.close();
+      await worker.close();
+    }
+  });
+
   describe('while the database is down', () => {
     it('answers 503 on every route that needs it, POST /users too, naming no database server; then works again', async () => {
       const headers = { 'content-type': 'application/json', authorization };

@@ -29,7 +29,7 @@ async function startContainer(): Promise<TestServer | undefined> {
   ]);
   if (!runtime) return undefined;
   const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-  const container = await new PostgreSqlContainer('postgres:16-alpine')
+  const container = await new PostgreSqlContainer('postgres:18-alpine')
     .withCommand(['postgres', '-c', 'fsync=off', '-c', 'max_connections=500'])
     .start();
   return {
