@@ -52,7 +52,7 @@ function suffix(offset: number): string {
   return `y${month.getUTCFullYear()}m${String(month.getUTCMonth() + 1).padStart(2, '0')}`;
 }
 
-async function partitionsOf(env: CycloneTestEnv, parent: 'cyclone_runs' | 'cyclone_steps'): Promise<string[]> {
+async function partitionsOf(env: CycloneTestEnv, parent: 'cyclone_runs' | 'cyclone_steps' | 'cyclone_attempts'): Promise<string[]> {
   const rows = await sql<{ name: string }>(
     env,
     `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
@@ -80,7 +80,8 @@ async function makeOldMonth(env: CycloneTestEnv, year: number, month: number): P
   const bounds = `FROM (cyclone_month_floor(${from})) TO (cyclone_month_floor(${from} + interval '1 month'))`;
   const create = `SET lock_timeout = '100ms';
     CREATE TABLE cyclone_runs_${name} PARTITION OF cyclone_runs FOR VALUES ${bounds};
-    CREATE TABLE cyclone_steps_${name} PARTITION OF cyclone_steps FOR VALUES ${bounds}`;
+    CREATE TABLE cyclone_steps_${name} PARTITION OF cyclone_steps FOR VALUES ${bounds};
+    CREATE TABLE cyclone_attempts_${name} PARTITION OF cyclone_attempts FOR VALUES ${bounds}`;
   await waitFor(`the partitions of ${name}`, () =>
     sql(env.databaseUrl, create).then(
       () => true,
@@ -92,6 +93,9 @@ async function makeOldMonth(env: CycloneTestEnv, year: number, month: number): P
   );
   return name;
 }
+
+/** A month's partitions: its runs', its steps' and their attempts'. */
+const monthTables = (month: string) => [`cyclone_runs_${month}`, `cyclone_steps_${month}`, `cyclone_attempts_${month}`];
 
 /**
  * A run (and its one step) made in that month, in the given state; finished
@@ -158,6 +162,7 @@ describe('monthly partitions', () => {
     const months = [-1, 0, 1, 2, 3].map(suffix);
     expect(await partitionsOf(env, 'cyclone_runs')).toEqual(months.map((m) => `cyclone_runs_${m}`));
     expect(await partitionsOf(env, 'cyclone_steps')).toEqual(months.map((m) => `cyclone_steps_${m}`));
+    expect(await partitionsOf(env, 'cyclone_attempts')).toEqual(months.map((m) => `cyclone_attempts_${m}`));
 
     const runId = await env.client.enqueue('echo', { hi: 1 });
     await env.runUntilComplete(runId);
@@ -175,6 +180,15 @@ describe('monthly partitions', () => {
     expect(created.map((rows) => rows[0].n).reduce((a, b) => a + b, 0)).toBe(6);
     expect(await partitionsOf(env, 'cyclone_runs')).toHaveLength(14);
     expect(await partitionsOf(env, 'cyclone_steps')).toHaveLength(14);
+    expect(await partitionsOf(env, 'cyclone_attempts')).toHaveLength(14);
+  });
+
+  it('a month made before attempts were kept gets its attempts partition from the next ensure', async () => {
+    const env = await createEnv();
+    const month = await makeOldMonth(env, 2025, 5);
+    await sql(env, `DROP TABLE cyclone_attempts_${month}`);
+    await sql(env, 'SELECT cyclone_ensure_partitions(3)');
+    expect(await partitionsOf(env, 'cyclone_attempts')).toContain(`cyclone_attempts_${month}`);
   });
 
   it('drops old months whose every run is finished and past retention; keeps and reports the others', async () => {
@@ -197,10 +211,8 @@ describe('monthly partitions', () => {
     do {
       pass = await env.app.get(PartitionMaintainer).maintain();
       dropped.push(...pass.dropped);
-    } while (dropped.length < 4 && ++passes < 3);
-    expect(dropped.sort()).toEqual(
-      [`cyclone_runs_${expired}`, `cyclone_steps_${expired}`, `cyclone_runs_${empty}`, `cyclone_steps_${empty}`].sort(),
-    );
+    } while (dropped.length < 6 && ++passes < 3);
+    expect(dropped.sort()).toEqual([expired, empty].flatMap(monthTables).sort());
     expect(pass.kept).toEqual([`cyclone_runs_${unfinished}`, `cyclone_runs_${retained}`]);
     const runs = await partitionsOf(env, 'cyclone_runs');
     expect(runs).toEqual(expect.arrayContaining([`cyclone_runs_${unfinished}`, `cyclone_runs_${retained}`, `cyclone_runs_${suffix(-1)}`]));
@@ -219,7 +231,7 @@ describe('monthly partitions', () => {
     const pass = await env.app.get(PartitionMaintainer).maintain();
     expect(pass.dropped).toEqual([]);
     const [row] = await sql(env, `SELECT count(*)::int AS n FROM cyclone_drop_partitions(now())`);
-    expect(row.n).toBe(2);
+    expect(row.n).toBe(3);
     expect(await partitionsOf(env, 'cyclone_runs')).toContain(`cyclone_runs_${suffix(-1)}`);
   });
 
@@ -240,7 +252,7 @@ describe('monthly partitions', () => {
     const dropped = (await atOnce<{ name: string }>(env.databaseUrl, 4, 'SELECT cyclone_drop_partitions(now()) AS name'))
       .flat()
       .map((r) => r.name);
-    expect(dropped.sort()).toEqual(months.flatMap((m) => [`cyclone_runs_${m}`, `cyclone_steps_${m}`]).sort());
+    expect(dropped.sort()).toEqual(months.flatMap(monthTables).sort());
   });
 
   it('a month of steps that holds much history is vacuumed with its indexes: what claims leave does not slow later ones', async () => {

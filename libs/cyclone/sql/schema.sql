@@ -5,6 +5,22 @@
 
 CREATE SEQUENCE cyclone_steps_id_seq AS bigint;
 
+CREATE TABLE cyclone_attempts (
+  run_id uuid NOT NULL,
+  step_id bigint NOT NULL,
+  seq integer NOT NULL,
+  attempt integer NOT NULL,
+  started_at timestamp with time zone NOT NULL,
+  finished_at timestamp with time zone NOT NULL,
+  outcome text NOT NULL,
+  error text,
+  error_kind text,
+  stack text,
+  worker text,
+  CONSTRAINT cyclone_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['retried'::text, 'discarded'::text, 'timed_out'::text, 'cancelled'::text, 'reclaimed'::text, 'snoozed'::text]))),
+  CONSTRAINT cyclone_attempts_pkey PRIMARY KEY (run_id, step_id, seq)
+) PARTITION BY RANGE (run_id);
+
 CREATE TABLE cyclone_claim_floor (
   only_row boolean NOT NULL DEFAULT true,
   low uuid NOT NULL,
@@ -159,6 +175,13 @@ BEGIN
   IF v_state IS NULL OR v_state IN ('completed', 'cancelled') THEN
     RETURN v_state;
   END IF;
+
+  -- The attempt of a running step ends here: it is recorded before its row
+  -- changes. The run's unfinished steps are locked first, so none becomes
+  -- running (a claim takes no run lock) between the record and the update.
+  PERFORM 1 FROM cyclone_steps WHERE run_id = p_run_id AND state NOT IN ('completed', 'discarded', 'cancelled') FOR UPDATE;
+  PERFORM cyclone_record_attempt(run_id, id, attempt, started_at, lease_owner, 'cancelled', NULL, NULL, NULL)
+     FROM cyclone_steps WHERE run_id = p_run_id AND state = 'running';
 
   UPDATE cyclone_steps
      SET state = 'cancelled', paused_state = NULL, lease_expiry = NULL,
@@ -538,7 +561,7 @@ CREATE OR REPLACE FUNCTION cyclone_drop_partitions(p_older_than timestamp with t
 AS $function$
 DECLARE
   v_month   record;
-  v_steps   text;
+  v_tables  text[];
   v_timeout text := current_setting('lock_timeout');
 BEGIN
   PERFORM pg_advisory_xact_lock(7482001772);
@@ -547,13 +570,14 @@ BEGIN
      WHERE ended_before AND NOT live_runs
        AND month < (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month') AT TIME ZONE 'UTC'
   LOOP
-    v_steps := 'cyclone_steps_' || substr(v_month.name, length('cyclone_runs_') + 1);
+    v_tables := ARRAY(SELECT t FROM unnest(ARRAY['cyclone_attempts_', 'cyclone_steps_']) AS p,
+                                    concat(p, substr(v_month.name, length('cyclone_runs_') + 1)) AS t
+                       WHERE to_regclass(t) IS NOT NULL) || v_month.name;
     BEGIN
       PERFORM set_config('lock_timeout', '100ms', true);
-      EXECUTE format('DROP TABLE IF EXISTS %I, %I', v_steps, v_month.name);
+      EXECUTE 'DROP TABLE ' || (SELECT string_agg(quote_ident(t), ', ') FROM unnest(v_tables) AS t);
       PERFORM set_config('lock_timeout', v_timeout, true);
-      RETURN NEXT v_steps;
-      RETURN NEXT v_month.name;
+      RETURN QUERY SELECT unnest(v_tables);
     EXCEPTION WHEN lock_not_available THEN
       RAISE NOTICE 'cyclone_drop_partitions: % is busy; it is left for the next call', v_month.name;
     END;
@@ -568,26 +592,45 @@ DECLARE
   -- Month arithmetic on UTC timestamps: on timestamptz it would follow the session's time zone.
   v_this    timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
   v_from    timestamp;
+  v_to      timestamp;
   v_suffix  text;
   v_created integer := 0;
   v_steps   regclass;
   v_timeout text := current_setting('lock_timeout');
 BEGIN
   PERFORM pg_advisory_xact_lock(7482001772);
-  FOR m IN -1 .. p_months_ahead LOOP
-    v_from := v_this + make_interval(months => m);
+  FOR v_from IN
+    SELECT v_this + make_interval(months => m) FROM generate_series(-1, p_months_ahead) AS m
+    UNION
+    -- Months made before attempts were kept (version 11) get their attempts' partition.
+    SELECT to_date(substr(c.relname, length('cyclone_runs_') + 1), '"y"YYYY"m"MM')::timestamp
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'cyclone_runs'::regclass
+       AND to_regclass('cyclone_attempts_' || substr(c.relname, length('cyclone_runs_') + 1)) IS NULL
+    ORDER BY 1
+  LOOP
     v_suffix := to_char(v_from, '"y"YYYY"m"MM');
-    CONTINUE WHEN to_regclass('cyclone_runs_' || v_suffix) IS NOT NULL;
+    v_to := v_from + interval '1 month';
+    CONTINUE WHEN to_regclass('cyclone_runs_' || v_suffix) IS NOT NULL
+              AND (to_regclass('cyclone_attempts_' || v_suffix) IS NOT NULL OR to_regclass('cyclone_attempts') IS NULL);
     BEGIN
       PERFORM set_config('lock_timeout', '100ms', true);
-      -- Room on each page for the updates a run and its steps get (claim,
-      -- heartbeat, complete, settle).
-      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_runs FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
-                     'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
-      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
-                     'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
-      PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass, true);
-      v_created := v_created + 1;
+      IF to_regclass('cyclone_runs_' || v_suffix) IS NULL THEN
+        -- Room on each page for the updates a run and its steps get (claim,
+        -- heartbeat, complete, settle).
+        EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_runs FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                       'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_to));
+        EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                       'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_to));
+        PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass, true);
+        v_created := v_created + 1;
+      END IF;
+      -- Attempts are only inserted: no room kept for updates. (The migrations
+      -- before version 11, which made the table, run this file too.)
+      IF to_regclass('cyclone_attempts') IS NOT NULL THEN
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF cyclone_attempts FOR VALUES FROM (%L) TO (%L)',
+                       'cyclone_attempts_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_to));
+      END IF;
       PERFORM set_config('lock_timeout', v_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
       RAISE NOTICE 'cyclone_ensure_partitions: the tables are busy; month % is left for the next call', v_suffix;
@@ -611,13 +654,18 @@ BEGIN
   RETURN v_created;
 END $function$;
 
-CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint, p_error text, p_error_kind text, p_retry_delay_ms bigint)
+CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint, p_error text, p_error_kind text, p_retry_delay_ms bigint, p_stack text DEFAULT NULL::text)
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_run_id uuid;
-  v_state  text;
+  v_run_id     uuid;
+  v_state      text;
+  -- The ended attempt, as the step held it.
+  v_attempt    integer;
+  v_started_at timestamptz;
+  v_error_kind text;
+  v_next_state text;
 BEGIN
   v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
@@ -639,14 +687,20 @@ BEGIN
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
-                      ELSE 'available' END AS next_state
+                      ELSE 'available' END AS next_state,
+                 attempt, started_at
             FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation
-  RETURNING s.state INTO v_state;
+  RETURNING s.state, f.attempt, f.started_at, f.error_kind, f.next_state
+    INTO v_state, v_attempt, v_started_at, v_error_kind, v_next_state;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_attempt, v_started_at, p_owner,
+                                 CASE WHEN v_error_kind = 'timeout' THEN 'timed_out'
+                                      WHEN v_next_state = 'discarded' THEN 'discarded' ELSE 'retried' END,
+                                 p_error, v_error_kind, p_stack);
 
   IF v_state = 'discarded' THEN
     PERFORM cyclone_settle_run(v_run_id);
@@ -858,6 +912,19 @@ AS $function$
      AND bucket >= floor((extract(epoch FROM now()) * 1000 - p_per_ms) / greatest(p_per_ms / 20, 1))::bigint;
 $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_record_attempt(p_run_id uuid, p_step_id bigint, p_attempt integer, p_started_at timestamp with time zone, p_worker text, p_outcome text, p_error text, p_error_kind text, p_stack text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_seq integer;
+BEGIN
+  SELECT coalesce(max(seq), 0) + 1 INTO v_seq FROM cyclone_attempts WHERE run_id = p_run_id AND step_id = p_step_id;
+  INSERT INTO cyclone_attempts (run_id, step_id, seq, attempt, started_at, finished_at, outcome, error, error_kind, stack, worker)
+  VALUES (p_run_id, p_step_id, v_seq, p_attempt, p_started_at, now(), p_outcome, p_error, p_error_kind, p_stack, p_worker);
+  DELETE FROM cyclone_attempts WHERE run_id = p_run_id AND step_id = p_step_id AND seq <= v_seq - 20;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_recover_step(p_run_id uuid, p_step_id bigint, p_retry_delay_ms bigint)
  RETURNS text
  LANGUAGE plpgsql
@@ -866,6 +933,7 @@ DECLARE
   v_run_id  uuid;
   v_step    cyclone_steps%ROWTYPE;
   v_outcome text;
+  v_error   text;
 BEGIN
   v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
@@ -881,7 +949,7 @@ BEGIN
     -- a failure the worker reports (its lease is the one we hold locked).
     v_outcome := CASE cyclone_fail_step(p_run_id, p_step_id, v_step.lease_owner, v_step.lease_generation,
                                         'Step timed out after ' || v_step.timeout || ' (recovered by the sweep)',
-                                        'timeout', p_retry_delay_ms)
+                                        'timeout', p_retry_delay_ms, NULL)
                    WHEN 'discarded' THEN 'timeout_discarded' ELSE 'timeout' END;
     RETURN v_outcome;
   ELSIF v_step.lease_expiry < now() THEN
@@ -893,12 +961,17 @@ BEGIN
              error = 'Lease expired after ' || reclaims || ' reclaim(s); maxReclaims is ' || max_reclaims,
              error_kind = 'reclaim_limit',
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE run_id = p_run_id AND id = p_step_id;
+       WHERE run_id = p_run_id AND id = p_step_id
+      RETURNING error INTO v_error;
+      PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_step.attempt, v_step.started_at, v_step.lease_owner,
+                                     'discarded', v_error, 'reclaim_limit', NULL);
       PERFORM cyclone_settle_run(v_run_id);
     ELSE
       -- A crash is not a failure: same attempt, no backoff, claimable at once
       -- (on resume, if the run is paused: keep-paused.sql).
       v_outcome := 'reclaimed';
+      PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_step.attempt, v_step.started_at, v_step.lease_owner,
+                                     'reclaimed', NULL, NULL, NULL);
       UPDATE cyclone_steps s
          SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, 'available') k),
              reclaims = s.reclaims + 1,
@@ -1162,6 +1235,9 @@ CREATE OR REPLACE FUNCTION cyclone_snooze_step(p_run_id uuid, p_step_id bigint, 
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
+DECLARE
+  v_attempt    integer;
+  v_started_at timestamptz;
 BEGIN
   IF cyclone_lock_run(p_run_id) IS NULL THEN
     RETURN false;
@@ -1171,8 +1247,13 @@ BEGIN
          scheduled_at = now() + p_delay_ms * interval '1 millisecond',
          lease_owner = NULL, lease_expiry = NULL, updated_at = now()
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
-     AND s.lease_owner = p_owner AND s.lease_generation = p_generation;
-  RETURN FOUND;
+     AND s.lease_owner = p_owner AND s.lease_generation = p_generation
+  RETURNING s.attempt, s.started_at INTO v_attempt, v_started_at;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_attempt, v_started_at, p_owner, 'snoozed', NULL, NULL, NULL);
+  RETURN true;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
@@ -1306,5 +1387,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (9, 'CycloneRouting
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (10, 'CycloneKeepPausedWrites1765612800000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (11, 'CycloneQueues1765699200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (12, 'CycloneOperators1765785600000');
 
 SELECT cyclone_ensure_partitions(3);

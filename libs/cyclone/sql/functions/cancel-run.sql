@@ -11,6 +11,13 @@ BEGIN
     RETURN v_state;
   END IF;
 
+  -- The attempt of a running step ends here: it is recorded before its row
+  -- changes. The run's unfinished steps are locked first, so none becomes
+  -- running (a claim takes no run lock) between the record and the update.
+  PERFORM 1 FROM cyclone_steps WHERE run_id = p_run_id AND state NOT IN ('completed', 'discarded', 'cancelled') FOR UPDATE;
+  PERFORM cyclone_record_attempt(run_id, id, attempt, started_at, lease_owner, 'cancelled', NULL, NULL, NULL)
+     FROM cyclone_steps WHERE run_id = p_run_id AND state = 'running';
+
   UPDATE cyclone_steps
      SET state = 'cancelled', paused_state = NULL, lease_expiry = NULL,
          finished_at = now(), updated_at = now()

@@ -7,14 +7,22 @@
 -- whose timeout elapsed on the database clock is recorded as a timeout
 -- whatever the handler threw. A retry of a paused run's step is paused
 -- (keep-paused.sql). A compare-and-set on the lease, under the run lock.
+-- The attempt is recorded (record-attempt.sql) with the error's stack, when
+-- the handler threw one: retried, discarded, or timed_out whatever followed.
 -- Returns the step's new state, or NULL when the lease was lost.
 CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
-                                             p_error text, p_error_kind text, p_retry_delay_ms bigint)
+                                             p_error text, p_error_kind text, p_retry_delay_ms bigint,
+                                             p_stack text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_run_id uuid;
-  v_state  text;
+  v_run_id     uuid;
+  v_state      text;
+  -- The ended attempt, as the step held it.
+  v_attempt    integer;
+  v_started_at timestamptz;
+  v_error_kind text;
+  v_next_state text;
 BEGIN
   v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
@@ -36,14 +44,20 @@ BEGIN
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
-                      ELSE 'available' END AS next_state
+                      ELSE 'available' END AS next_state,
+                 attempt, started_at
             FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation
-  RETURNING s.state INTO v_state;
+  RETURNING s.state, f.attempt, f.started_at, f.error_kind, f.next_state
+    INTO v_state, v_attempt, v_started_at, v_error_kind, v_next_state;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_attempt, v_started_at, p_owner,
+                                 CASE WHEN v_error_kind = 'timeout' THEN 'timed_out'
+                                      WHEN v_next_state = 'discarded' THEN 'discarded' ELSE 'retried' END,
+                                 p_error, v_error_kind, p_stack);
 
   IF v_state = 'discarded' THEN
     PERFORM cyclone_settle_run(v_run_id);

@@ -1,6 +1,7 @@
 -- Monthly partitions of the run-scoped tables (cyclone_runs on id,
--- cyclone_steps on run_id). A month's partitions hold the runs whose UUIDv7
--- id was made in that month (UTC), and their steps. Both functions below
+-- cyclone_steps and cyclone_attempts on run_id). A month's partitions hold
+-- the runs whose UUIDv7 id was made in that month (UTC), their steps and
+-- their steps' attempts. Both functions below
 -- take one advisory lock for the transaction, so replicas may call them
 -- together: one creates or drops, the others then find nothing to do.
 
@@ -69,26 +70,45 @@ DECLARE
   -- Month arithmetic on UTC timestamps: on timestamptz it would follow the session's time zone.
   v_this    timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
   v_from    timestamp;
+  v_to      timestamp;
   v_suffix  text;
   v_created integer := 0;
   v_steps   regclass;
   v_timeout text := current_setting('lock_timeout');
 BEGIN
   PERFORM pg_advisory_xact_lock(7482001772);
-  FOR m IN -1 .. p_months_ahead LOOP
-    v_from := v_this + make_interval(months => m);
+  FOR v_from IN
+    SELECT v_this + make_interval(months => m) FROM generate_series(-1, p_months_ahead) AS m
+    UNION
+    -- Months made before attempts were kept (version 11) get their attempts' partition.
+    SELECT to_date(substr(c.relname, length('cyclone_runs_') + 1), '"y"YYYY"m"MM')::timestamp
+      FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = 'cyclone_runs'::regclass
+       AND to_regclass('cyclone_attempts_' || substr(c.relname, length('cyclone_runs_') + 1)) IS NULL
+    ORDER BY 1
+  LOOP
     v_suffix := to_char(v_from, '"y"YYYY"m"MM');
-    CONTINUE WHEN to_regclass('cyclone_runs_' || v_suffix) IS NOT NULL;
+    v_to := v_from + interval '1 month';
+    CONTINUE WHEN to_regclass('cyclone_runs_' || v_suffix) IS NOT NULL
+              AND (to_regclass('cyclone_attempts_' || v_suffix) IS NOT NULL OR to_regclass('cyclone_attempts') IS NULL);
     BEGIN
       PERFORM set_config('lock_timeout', '100ms', true);
-      -- Room on each page for the updates a run and its steps get (claim,
-      -- heartbeat, complete, settle).
-      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_runs FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
-                     'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
-      EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
-                     'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_from + interval '1 month'));
-      PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass, true);
-      v_created := v_created + 1;
+      IF to_regclass('cyclone_runs_' || v_suffix) IS NULL THEN
+        -- Room on each page for the updates a run and its steps get (claim,
+        -- heartbeat, complete, settle).
+        EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_runs FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                       'cyclone_runs_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_to));
+        EXECUTE format('CREATE TABLE %I PARTITION OF cyclone_steps FOR VALUES FROM (%L) TO (%L) WITH (fillfactor = 80)',
+                       'cyclone_steps_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_to));
+        PERFORM cyclone_set_queue_vacuum(('cyclone_steps_' || v_suffix)::regclass, true);
+        v_created := v_created + 1;
+      END IF;
+      -- Attempts are only inserted: no room kept for updates. (The migrations
+      -- before version 11, which made the table, run this file too.)
+      IF to_regclass('cyclone_attempts') IS NOT NULL THEN
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF cyclone_attempts FOR VALUES FROM (%L) TO (%L)',
+                       'cyclone_attempts_' || v_suffix, cyclone_month_floor(v_from), cyclone_month_floor(v_to));
+      END IF;
       PERFORM set_config('lock_timeout', v_timeout, true);
     EXCEPTION WHEN lock_not_available THEN
       RAISE NOTICE 'cyclone_ensure_partitions: the tables are busy; month % is left for the next call', v_suffix;
@@ -142,7 +162,8 @@ BEGIN
 END $$;
 
 -- Drops whole months that ended before p_older_than and whose every run is
--- finished and past its retention: the runs partition and its steps'. A month
+-- finished and past its retention: the runs partition, its steps' and their
+-- attempts'. A month
 -- that still holds such a run is kept (cyclone_partitions reports it). The
 -- month before this one is never dropped: cyclone_ensure_partitions keeps it
 -- for clients whose clock is behind. Returns the names of the dropped
@@ -157,7 +178,7 @@ CREATE OR REPLACE FUNCTION cyclone_drop_partitions(p_older_than timestamptz) RET
 LANGUAGE plpgsql AS $$
 DECLARE
   v_month   record;
-  v_steps   text;
+  v_tables  text[];
   v_timeout text := current_setting('lock_timeout');
 BEGIN
   PERFORM pg_advisory_xact_lock(7482001772);
@@ -166,13 +187,14 @@ BEGIN
      WHERE ended_before AND NOT live_runs
        AND month < (date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month') AT TIME ZONE 'UTC'
   LOOP
-    v_steps := 'cyclone_steps_' || substr(v_month.name, length('cyclone_runs_') + 1);
+    v_tables := ARRAY(SELECT t FROM unnest(ARRAY['cyclone_attempts_', 'cyclone_steps_']) AS p,
+                                    concat(p, substr(v_month.name, length('cyclone_runs_') + 1)) AS t
+                       WHERE to_regclass(t) IS NOT NULL) || v_month.name;
     BEGIN
       PERFORM set_config('lock_timeout', '100ms', true);
-      EXECUTE format('DROP TABLE IF EXISTS %I, %I', v_steps, v_month.name);
+      EXECUTE 'DROP TABLE ' || (SELECT string_agg(quote_ident(t), ', ') FROM unnest(v_tables) AS t);
       PERFORM set_config('lock_timeout', v_timeout, true);
-      RETURN NEXT v_steps;
-      RETURN NEXT v_month.name;
+      RETURN QUERY SELECT unnest(v_tables);
     EXCEPTION WHEN lock_not_available THEN
       RAISE NOTICE 'cyclone_drop_partitions: % is busy; it is left for the next call', v_month.name;
     END;

@@ -1,5 +1,8 @@
-import type { ErrorKind, NodeType, RunInfo, StepInfo } from '../interfaces/run-info.interface.js';
-import type { RunRow, StepRow } from '../sql/runs.sql.js';
+import type { ErrorKind, NodeType, RunInfo, StepAttempt, StepInfo } from '../interfaces/run-info.interface.js';
+import type { AttemptJson, RunRow, StepRow } from '../sql/runs.sql.js';
+
+/** The attempts listSteps gives a step: as many as cyclone_record_attempt keeps. */
+const ATTEMPTS_SHOWN = 20;
 
 export function toRunInfo(row: RunRow): RunInfo {
   return {
@@ -44,5 +47,39 @@ export function toStepInfo(row: StepRow): StepInfo {
     progress: row.progress,
     error: row.error,
     errorKind: row.error_kind as ErrorKind | null,
+    attempts: toAttempts(row),
+  };
+}
+
+/**
+ * A step's attempts: those the database kept, then the one its own row
+ * holds, when that one completed the step or runs now (a completion records
+ * nothing else, so it costs the hot path nothing).
+ */
+function toAttempts(row: StepRow): StepAttempt[] {
+  const attempts = row.attempts.map(toAttempt);
+  if (row.node_type === 'step' && row.started_at !== null && (row.state === 'running' || row.state === 'completed')) {
+    const completed = row.state === 'completed';
+    attempts.push({
+      attempt: row.attempt,
+      startedAt: row.started_at,
+      finishedAt: completed ? row.finished_at : null,
+      outcome: completed ? 'completed' : null,
+      worker: row.lease_owner,
+    });
+  }
+  return attempts.slice(-ATTEMPTS_SHOWN);
+}
+
+function toAttempt(json: AttemptJson): StepAttempt {
+  return {
+    attempt: json.attempt,
+    startedAt: new Date(json.started_at),
+    finishedAt: new Date(json.finished_at),
+    outcome: json.outcome,
+    ...(json.error === null ? {} : { error: json.error }),
+    ...(json.error_kind === null ? {} : { errorKind: json.error_kind as ErrorKind }),
+    ...(json.stack === null ? {} : { stack: json.stack }),
+    worker: json.worker,
   };
 }

@@ -1,6 +1,6 @@
-import type { ErrorKind, NodeType, RunState, StepState } from '../sql/names.js';
+import type { ErrorKind, NodeType, RunState, StepAttemptOutcome, StepState } from '../sql/names.js';
 
-export type { ErrorKind, NodeType, RunState, StepState };
+export type { ErrorKind, NodeType, RunState, StepAttemptOutcome, StepState };
 
 export interface RunInfo {
   id: string;
@@ -48,4 +48,30 @@ export interface StepInfo {
   progress: unknown;
   error: string | null;
   errorKind: ErrorKind | null;
+  /**
+   * Its attempts, oldest first: the last 20, each as it ended (or runs now).
+   * Empty for a node that ran no handler yet, and for signal and sleep nodes.
+   */
+  attempts: StepAttempt[];
+}
+
+/** One attempt of a step. */
+export interface StepAttempt {
+  /**
+   * `ctx.attempt` of the attempt. A reclaim or a snooze consumes no attempt,
+   * so the attempt after one runs with the same number.
+   */
+  attempt: number;
+  startedAt: Date;
+  /** Null while it runs. */
+  finishedAt: Date | null;
+  /** What ended it (the words of `cyclone_steps_finished_total`'s outcome label); null while it runs. */
+  outcome: StepAttemptOutcome | null;
+  /** What the handler threw, the timeout, or why the lease was given up; absent when it did not fail. */
+  error?: string;
+  errorKind?: ErrorKind;
+  /** The stack of the Error its handler threw, as stored (cut at 10,000 characters). */
+  stack?: string;
+  /** The client that ran it (its id, `host:pid:random`: the lease owner). */
+  worker: string | null;
 }

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { LoopName } from '../common/loop.js';
-import type { ErrorKind } from '../sql/names.js';
+import type { ErrorKind, StepAttemptOutcome } from '../sql/names.js';
 
 /** Jobs this client inserted, once their insert returned (for `enqueueTx`, before the caller's commit). */
 export interface JobsEnqueued {
@@ -35,9 +35,10 @@ export interface HandlerRan {
 /**
  * What became of an attempt: its step completed, was retried after a failure
  * or discarded, snoozed, cancelled under it, or reclaimed from a worker that
- * stopped heartbeating.
+ * stopped heartbeating. A timeout is told as what followed it (retried or
+ * discarded) with `errorKind` 'timeout'.
  */
-export type AttemptOutcome = 'completed' | 'retried' | 'discarded' | 'snoozed' | 'cancelled' | 'reclaimed';
+export type AttemptOutcome = Exclude<StepAttemptOutcome, 'timed_out'>;
 
 /**
  * An attempt whose outcome this client committed (or, for `cancelled`,

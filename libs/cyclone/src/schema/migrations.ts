@@ -72,6 +72,7 @@ export class CycloneKeepPausedWrites1765612800000 extends sqlMigration(
   '0010-keep-paused-writes',
 ) {}
 export class CycloneQueues1765699200000 extends sqlMigration(11, 'CycloneQueues1765699200000', '0011-queues') {}
+export class CycloneOperators1765785600000 extends sqlMigration(12, 'CycloneOperators1765785600000', '0012-operators') {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -90,6 +91,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneRoutingMonths1765526400000,
   CycloneKeepPausedWrites1765612800000,
   CycloneQueues1765699200000,
+  CycloneOperators1765785600000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

@@ -14,11 +14,34 @@ export const COMPLETE_STEPS = statement<
   { prepared: true },
 );
 
-/** A failed attempt: retried after the delay, or discarded (sql/functions/fail-step.sql). */
+/**
+ * A failed attempt: retried after the delay, or discarded, and recorded
+ * with the stack of what the handler threw (sql/functions/fail-step.sql).
+ */
 export const FAIL_STEP = statement<
+  [
+    runId: string,
+    id: string,
+    owner: string,
+    generation: string,
+    error: string,
+    errorKind: string,
+    retryDelayMs: number,
+    stack: string | null,
+  ],
+  { state: string | null }
+>('cyclone_fail_step', /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5, $6, $7, $8) AS state`);
+
+/**
+ * FAIL_STEP without the stack, as schema version 10 takes it: for a client
+ * that starts before its database is migrated to version 11 (migrationsRun
+ * false, \`cyclone migrate\` after the deploy), so that its failures are
+ * still recorded, not left to run again once their lease expires.
+ */
+export const FAIL_STEP_WITHOUT_STACK = statement<
   [runId: string, id: string, owner: string, generation: string, error: string, errorKind: string, retryDelayMs: number],
   { state: string | null }
->('cyclone_fail_step', /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5, $6, $7) AS state`);
+>('cyclone_fail_step_without_stack', /* sql */ `SELECT cyclone_fail_step($1, $2, $3, $4, $5, $6, $7) AS state`);
 
 /** A snoozed step, available again after the delay (sql/functions/snooze-step.sql). */
 export const SNOOZE_STEP = statement<

@@ -28,6 +28,19 @@ export type NodeType = (typeof NODE_TYPES)[number];
 export const ERROR_KINDS = ['error', 'timeout', 'permanent', 'reclaim_limit', 'signal_timeout'] as const;
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 
+/**
+ * What ended an attempt of a step, in the words of the
+ * `cyclone_steps_finished_total` metric's outcome label: it completed; it
+ * failed and another attempt follows (retried) or none does (discarded: out
+ * of attempts, a PermanentError, or reclaimed past maxReclaims); it ran past
+ * its timeout (timed_out, whatever followed); its run was cancelled under it;
+ * its worker stopped heartbeating and the sweep reclaimed it without
+ * consuming the attempt; its handler snoozed. The database keeps the ended
+ * ones but the completing one (cyclone_attempts: its CHECK lists the same).
+ */
+export const STEP_ATTEMPT_OUTCOMES = ['completed', 'retried', 'discarded', 'timed_out', 'cancelled', 'reclaimed', 'snoozed'] as const;
+export type StepAttemptOutcome = (typeof STEP_ATTEMPT_OUTCOMES)[number];
+
 /** NOTIFY channel that wakes the workers of a queue; the payload is the queue name. */
 export const WAKE_CHANNEL = 'cyclone_wake';
 /** NOTIFY channel that tells `result()` waiters a run has finished; the payload is the run id. */

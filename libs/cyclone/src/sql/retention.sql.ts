@@ -1,9 +1,9 @@
 import { statement } from '../database/statement.js';
 
 /**
- * Deletes finished runs past their retention and their steps, a bounded
- * batch at a time; returns how many runs. SKIP LOCKED lets replicas sweep
- * together. (Whole months go faster, by cyclone_drop_partitions.)
+ * Deletes finished runs past their retention, their steps and their steps'
+ * attempts, a bounded batch at a time; returns how many runs. SKIP LOCKED
+ * lets replicas sweep together. (Whole months go faster, by cyclone_drop_partitions.)
  */
 export const DELETE_EXPIRED_RUNS = statement<[batch: number], { runs: number }>(
   'cyclone_delete_expired_runs',
@@ -18,6 +18,8 @@ WITH runs AS (
   RETURNING id
 ), steps AS (
   DELETE FROM cyclone_steps WHERE run_id IN (SELECT id FROM runs)
+), attempts AS (
+  DELETE FROM cyclone_attempts WHERE run_id IN (SELECT id FROM runs)
 )
 SELECT count(*)::int AS runs FROM runs`,
 );

@@ -1,5 +1,5 @@
 import { statement } from '../database/statement.js';
-import type { RunState, StepState } from './names.js';
+import type { RunState, StepAttemptOutcome, StepState } from './names.js';
 
 export interface RunRow {
   id: string;
@@ -41,6 +41,20 @@ export interface StepRow {
   progress: unknown;
   error: string | null;
   error_kind: string | null;
+  /** The step's ended attempts that the database keeps (cyclone_attempts), oldest first. */
+  attempts: AttemptJson[];
+}
+
+/** A kept attempt, as LIST_STEPS reads it: times are ISO strings in JSON. */
+export interface AttemptJson {
+  attempt: number;
+  started_at: string;
+  finished_at: string;
+  outcome: Exclude<StepAttemptOutcome, 'completed'>;
+  error: string | null;
+  error_kind: string | null;
+  stack: string | null;
+  worker: string | null;
 }
 
 /** One run, for getRun. */
@@ -51,15 +65,24 @@ SELECT id, kind, workflow, state, queue, input, unique_key, created_at, updated_
   FROM cyclone_runs WHERE id = $1`,
 );
 
-/** Every node of a run, in insertion order. */
+/**
+ * Every node of a run, in insertion order, with the attempts of each that
+ * ended other than by completing (sql/functions/record-attempt.sql); the one
+ * that completed it, or runs now, is the node's own row.
+ */
 export const LIST_STEPS = statement<[runId: string], StepRow>(
   'cyclone_list_steps',
   /* sql */ `
-SELECT id, run_id, node_id, kind, node_type, depends_on, state, queue, priority, attempt, max_attempts, reclaims,
-       max_reclaims, (extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms, scheduled_at, started_at,
-       finished_at, heartbeat_at, wake_at, lease_owner, lease_expiry, lease_generation, output, progress, error,
-       error_kind
-  FROM cyclone_steps WHERE run_id = $1 ORDER BY id`,
+SELECT s.id, s.run_id, s.node_id, s.kind, s.node_type, s.depends_on, s.state, s.queue, s.priority, s.attempt,
+       s.max_attempts, s.reclaims, s.max_reclaims, (extract(epoch FROM s.timeout) * 1000)::bigint AS timeout_ms,
+       s.scheduled_at, s.started_at, s.finished_at, s.heartbeat_at, s.wake_at, s.lease_owner, s.lease_expiry,
+       s.lease_generation, s.output, s.progress, s.error, s.error_kind,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'started_at', a.started_at,
+                                                     'finished_at', a.finished_at, 'outcome', a.outcome,
+                                                     'error', a.error, 'error_kind', a.error_kind,
+                                                     'stack', a.stack, 'worker', a.worker) ORDER BY a.seq), '[]')
+          FROM cyclone_attempts a WHERE a.run_id = s.run_id AND a.step_id = s.id) AS attempts
+  FROM cyclone_steps s WHERE s.run_id = $1 ORDER BY s.id`,
 );
 
 /**

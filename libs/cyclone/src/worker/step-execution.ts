@@ -5,7 +5,8 @@ import { StepAbortedError, type AbortReason } from '../errors/step-aborted.error
 import { toJson } from '../common/validate.js';
 import type { RegisteredStep } from '../steps/registered-step.js';
 import { Snooze } from '../interfaces/snooze.js';
-import { FAIL_STEP, SNOOZE_STEP } from '../sql/complete.sql.js';
+import { FAIL_STEP, FAIL_STEP_WITHOUT_STACK, SNOOZE_STEP } from '../sql/complete.sql.js';
+import { sqlStateOf } from '../database/database-fault.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import { Heartbeat } from './heartbeat.js';
@@ -250,7 +251,15 @@ export class StepExecution {
    */
   private async fail(message: string, kind: 'error' | 'permanent' | 'timeout', thrown: unknown): Promise<Recorded> {
     const backoff = retryDelay(this.step, this.row.attempt, this.logger);
-    const write = (text: string) => this.deps.database.query(FAIL_STEP, [...this.lease(), text, kind, backoff]);
+    const stack = stackOf(thrown);
+    const write = async (text: string) => {
+      try {
+        return await this.deps.database.query(FAIL_STEP, [...this.lease(), text, kind, backoff, stack]);
+      } catch (err) {
+        if (sqlStateOf(err) !== UNDEFINED_FUNCTION) throw err;
+        return this.deps.database.query(FAIL_STEP_WITHOUT_STACK, [...this.lease(), text, kind, backoff]);
+      }
+    };
     const text = storableText(message);
     let rows: { state: string | null }[];
     try {
@@ -286,6 +295,20 @@ export class StepExecution {
       `Dropped the ${what} of step ${this.row.node_id} (run ${this.row.run_id}): the step is no longer this worker's lease`,
     );
     return { outcome: 'lease_lost', failed: false };
+  }
+}
+
+/** SQLSTATE undefined_function: the database is at a schema version before this client's. */
+const UNDEFINED_FUNCTION = '42883';
+
+/** The stack of an Error a handler threw, made storable; null for anything else, or a stack that cannot be read. */
+function stackOf(thrown: unknown): string | null {
+  if (!isInstance(thrown, Error)) return null;
+  try {
+    const { stack } = thrown;
+    return typeof stack === 'string' && stack !== '' ? storableText(stack) : null;
+  } catch {
+    return null;
   }
 }
 
