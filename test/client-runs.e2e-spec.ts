@@ -129,8 +129,8 @@ describe('client calls on runs', () => {
       let ids: string[];
       try {
         ids = await env.client.enqueueMany('double', [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }, { n: 5 }]);
-        // Workers share the database object (claims, heartbeats): count only the statements that insert runs.
-        const inserts = spy.mock.calls.filter(([stmt]) => /INSERT INTO cyclone_runs/i.test(stmt.text));
+        // Workers share the database object (claims, heartbeats): count only the statements that insert jobs.
+        const inserts = spy.mock.calls.filter(([stmt]) => /cyclone_insert_jobs\(/.test(stmt.text));
         expect(inserts).toHaveLength(1);
       } finally {
         spy.mockRestore();

@@ -219,6 +219,7 @@ describe('CycloneMetricsModule gauges', () => {
     // Loops of this process by age; the sampler is one of them.
     const loops = Object.fromEntries(s.series('cyclone_loop_last_tick_age_seconds').map((x) => [x.labels.loop, x.value]));
     expect(Object.keys(loops).sort()).toEqual([
+      'cyclone:clients',
       'cyclone:flow-keys',
       'cyclone:metrics',
       'cyclone:partitions',

@@ -2,6 +2,14 @@
 -- attempts with them), and the functions it replaced are restated as version
 -- 11 defined them.
 
+DROP FUNCTION IF EXISTS cyclone_enqueue(text, jsonb, jsonb);
+DROP FUNCTION IF EXISTS cyclone_uuid7();
+DROP FUNCTION IF EXISTS cyclone_option_name(jsonb, text);
+DROP FUNCTION IF EXISTS cyclone_option_integer(jsonb, text, integer, integer);
+DROP FUNCTION IF EXISTS cyclone_option_ms(jsonb, text, boolean);
+DROP FUNCTION IF EXISTS cyclone_option_time(jsonb, text);
+DROP FUNCTION IF EXISTS cyclone_insert_jobs(uuid[], text[], jsonb[], text[], text[], bigint[], smallint[], integer[],
+                                            integer[], bigint[], timestamptz[], bigint[], jsonb[], text[], text[], text[], boolean);
 DROP FUNCTION IF EXISTS cyclone_fail_step(uuid, bigint, text, bigint, text, text, bigint, text);
 
 CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
@@ -215,6 +223,6 @@ BEGIN
 END $$;
 
 DROP FUNCTION IF EXISTS cyclone_record_attempt(uuid, bigint, integer, timestamptz, text, text, text, text, text);
-DROP TABLE IF EXISTS cyclone_attempts;
+DROP TABLE IF EXISTS cyclone_attempts, cyclone_clients, cyclone_step_kinds;
 
 DELETE FROM cyclone_schema_migrations WHERE version = 12;

@@ -28,6 +28,17 @@ CREATE TABLE cyclone_claim_floor (
   CONSTRAINT cyclone_claim_floor_pkey PRIMARY KEY (only_row)
 );
 
+CREATE TABLE cyclone_clients (
+  id text NOT NULL,
+  host text NOT NULL,
+  pid integer NOT NULL,
+  queues jsonb NOT NULL DEFAULT '{}'::jsonb,
+  info jsonb NOT NULL DEFAULT '{}'::jsonb,
+  started_at timestamp with time zone NOT NULL DEFAULT now(),
+  heartbeat_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT cyclone_clients_pkey PRIMARY KEY (id)
+);
+
 CREATE TABLE cyclone_paused_queues (
   queue text NOT NULL,
   paused_at timestamp with time zone NOT NULL DEFAULT now(),
@@ -86,6 +97,23 @@ CREATE TABLE cyclone_schema_migrations (
   name text NOT NULL,
   applied_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT cyclone_schema_migrations_pkey PRIMARY KEY (version)
+);
+
+CREATE TABLE cyclone_step_kinds (
+  kind text NOT NULL,
+  queue text NOT NULL,
+  priority smallint NOT NULL,
+  max_attempts integer NOT NULL,
+  timeout_ms bigint,
+  retention_ms bigint NOT NULL,
+  max_reclaims integer,
+  backoff_ms bigint[],
+  flow_key text,
+  limit_key_option text,
+  max_payload_bytes integer NOT NULL,
+  registered_by text NOT NULL,
+  registered_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT cyclone_step_kinds_pkey PRIMARY KEY (kind)
 );
 
 CREATE TABLE cyclone_steps (
@@ -584,6 +612,155 @@ BEGIN
   END LOOP;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_enqueue(kind text, input jsonb, options jsonb DEFAULT '{}'::jsonb)
+ RETURNS uuid
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_kind        cyclone_step_kinds%ROWTYPE;
+  v_options     jsonb := coalesce(options, '{}');
+  v_input       jsonb := coalesce(input, 'null');
+  v_text        text;
+  v_option      text;
+  v_unique      jsonb;
+  v_key         text;
+  v_on_conflict text := 'error';
+  v_debounce_ms bigint;
+  v_process_at  timestamptz;
+  v_process_in  bigint;
+  v_id          uuid := cyclone_uuid7();
+  v_inserted    uuid;
+  v_holder      uuid;
+  v_outcome     text;
+BEGIN
+  SELECT * INTO v_kind FROM cyclone_step_kinds k WHERE k.kind = cyclone_enqueue.kind;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION USING ERRCODE = 'undefined_object',
+      MESSAGE = format('cyclone_enqueue: no client has registered step kind %s.', coalesce(quote_literal(cyclone_enqueue.kind), 'NULL')),
+      HINT = 'A client records the kinds of its @Step handlers when it starts: start one that has this kind, or check the name.';
+  END IF;
+  IF v_kind.limit_key_option IS NOT NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+      MESSAGE = format('cyclone_enqueue cannot enqueue step kind %L: its option %s is a JavaScript function of the input, which only the client can call.',
+                       cyclone_enqueue.kind, v_kind.limit_key_option),
+      HINT = 'Enqueue this kind with the client (enqueue, enqueueTx).';
+  END IF;
+
+  IF jsonb_typeof(v_options) <> 'object' THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('cyclone_enqueue: the options must be a JSON object such as {"queue": "bulk", "processIn": "5m"}; got %s.',
+                       left(v_options::text, 100));
+  END IF;
+  FOR v_option IN SELECT jsonb_object_keys(v_options) LOOP
+    IF NOT v_option = ANY (ARRAY['queue', 'priority', 'processIn', 'processAt', 'timeout', 'maxAttempts', 'retention',
+                                  'unique', 'maxReclaims']) THEN
+      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+        MESSAGE = format('cyclone_enqueue: unknown option "%s". Known options: queue, priority, processIn, processAt, timeout, maxAttempts, retention, unique, maxReclaims.',
+                         left(v_option, 100));
+    END IF;
+  END LOOP;
+
+  -- Each option given replaces the kind's default.
+  v_kind.queue := coalesce(cyclone_option_name(v_options -> 'queue', 'queue'), v_kind.queue);
+  v_kind.priority := coalesce(cyclone_option_integer(v_options -> 'priority', 'priority', -1000, 1000), v_kind.priority);
+  v_kind.max_attempts := coalesce(cyclone_option_integer(v_options -> 'maxAttempts', 'maxAttempts', 1, 1000), v_kind.max_attempts);
+  IF v_options ? 'maxReclaims' THEN
+    v_kind.max_reclaims := cyclone_option_integer(v_options -> 'maxReclaims', 'maxReclaims', 0, 1000000);
+  END IF;
+  v_kind.timeout_ms := coalesce(cyclone_option_ms(v_options -> 'timeout', 'timeout', true), v_kind.timeout_ms);
+  v_kind.retention_ms := coalesce(cyclone_option_ms(v_options -> 'retention', 'retention', false), v_kind.retention_ms);
+  v_process_in := cyclone_option_ms(v_options -> 'processIn', 'processIn', false);
+  IF v_options ? 'processAt' THEN
+    IF v_options ? 'processIn' THEN
+      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+        MESSAGE = 'cyclone_enqueue: options "processAt" and "processIn" cannot be used together; pick one.';
+    END IF;
+    v_process_at := cyclone_option_time(v_options -> 'processAt', 'processAt');
+  END IF;
+
+  v_unique := v_options -> 'unique';
+  IF jsonb_typeof(v_unique) = 'object' THEN
+    FOR v_option IN SELECT jsonb_object_keys(v_unique) LOOP
+      IF NOT v_option = ANY (ARRAY['key', 'onConflict', 'debounce']) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+          MESSAGE = format('cyclone_enqueue: unknown option "%s" in "unique". Known options: key, onConflict, debounce.',
+                           left(v_option, 100));
+      END IF;
+    END LOOP;
+    v_key := cyclone_option_name(coalesce(v_unique -> 'key', 'null'), 'unique.key');
+    v_debounce_ms := cyclone_option_ms(v_unique -> 'debounce', 'unique.debounce', true);
+    IF v_unique ? 'onConflict' THEN
+      v_on_conflict := CASE WHEN jsonb_typeof(v_unique -> 'onConflict') = 'string' THEN v_unique ->> 'onConflict' END;
+      IF v_on_conflict IS NULL OR v_on_conflict NOT IN ('error', 'keep', 'replace') THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+          MESSAGE = format('cyclone_enqueue: option "unique.onConflict" must be ''error'', ''keep'' or ''replace''; got %s.',
+                           left((v_unique -> 'onConflict')::text, 100));
+      END IF;
+    ELSIF v_debounce_ms IS NOT NULL THEN
+      v_on_conflict := 'keep';
+    END IF;
+    IF v_debounce_ms IS NOT NULL AND v_on_conflict = 'error' THEN
+      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+        MESSAGE = 'cyclone_enqueue: option "unique.debounce" pushes the holder back and returns its run id, so it cannot go with onConflict ''error''; use ''keep'' (the default with debounce) or ''replace''.';
+    END IF;
+  ELSIF v_unique IS NOT NULL THEN
+    IF jsonb_typeof(v_unique) <> 'string' THEN
+      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+        MESSAGE = format('cyclone_enqueue: option "unique" must be a string key or {"key": ..., "onConflict": ..., "debounce": ...}; got %s.',
+                         left(v_unique::text, 100));
+    END IF;
+    v_key := cyclone_option_name(v_unique, 'unique');
+  END IF;
+  -- Its backoff after each attempt but the last, as the client stores it for these attempts.
+  v_kind.backoff_ms := CASE WHEN v_kind.max_attempts > 1 THEN v_kind.backoff_ms[1:v_kind.max_attempts - 1] END;
+  -- A debounced run starts a debounce after its first enqueue, unless told otherwise.
+  v_process_in := coalesce(v_process_in, CASE WHEN v_process_at IS NULL THEN v_debounce_ms END, 0);
+
+  v_text := v_input::text;
+  IF octet_length(v_text) > v_kind.max_payload_bytes THEN
+    RAISE EXCEPTION USING ERRCODE = 'program_limit_exceeded',
+      MESSAGE = format('cyclone_enqueue: the input is %s bytes of JSON, over the limit of %s bytes of step kind %L (module option maxPayloadBytes).',
+                       octet_length(v_text), v_kind.max_payload_bytes, cyclone_enqueue.kind),
+      HINT = 'Store large data elsewhere and pass a reference.';
+  END IF;
+  -- The client's limit on nesting (MAX_JSON_DEPTH): looked for only in an input with that many brackets.
+  IF length(v_text) - length(translate(v_text, '[{', '')) > 1000
+     AND jsonb_path_exists(v_input, 'strict $.**{1000} ? (@.type() == "array" || @.type() == "object")') THEN
+    RAISE EXCEPTION USING ERRCODE = 'program_limit_exceeded',
+      MESSAGE = 'cyclone_enqueue: the input is nested more than 1000 levels deep; flatten it.';
+  END IF;
+
+  LOOP
+    SELECT j.id INTO v_inserted
+      FROM cyclone_insert_jobs(ARRAY[v_id], ARRAY[cyclone_enqueue.kind], ARRAY[v_input], ARRAY[v_kind.queue], ARRAY[v_key],
+                               ARRAY[v_kind.retention_ms], ARRAY[v_kind.priority], ARRAY[v_kind.max_attempts],
+                               ARRAY[v_kind.max_reclaims], ARRAY[v_kind.timeout_ms], ARRAY[v_process_at],
+                               ARRAY[v_process_in], ARRAY[NULL::jsonb], ARRAY[v_kind.backoff_ms::text],
+                               ARRAY[v_kind.flow_key], ARRAY[NULL::text], true) j;
+    IF v_inserted IS NOT NULL THEN
+      RETURN v_inserted;
+    END IF;
+    -- The key is held: as the client's enqueue does, by onConflict.
+    IF v_on_conflict = 'error' THEN
+      v_holder := (SELECT k.run_id FROM cyclone_unique_keys k WHERE k.unique_key = v_key);
+      CONTINUE WHEN v_holder IS NULL;
+      RAISE EXCEPTION USING ERRCODE = 'unique_violation',
+        MESSAGE = format('cyclone_enqueue: unique key %L is held by run %s, which has not finished.', v_key, v_holder),
+        DETAIL = v_holder::text,
+        HINT = 'Use {"unique": {"key": ..., "onConflict": "keep"}} to get the holder''s run id instead.';
+    END IF;
+    SELECT c.holder, c.outcome INTO v_holder, v_outcome
+      FROM cyclone_unique_conflict(v_key, cyclone_enqueue.kind, v_on_conflict = 'replace', v_input, v_kind.flow_key, NULL, v_debounce_ms) c;
+    CONTINUE WHEN v_holder IS NULL;
+    IF v_outcome = 'started' THEN
+      RAISE EXCEPTION USING ERRCODE = 'unique_violation',
+        MESSAGE = format('cyclone_enqueue: unique key %L is held by run %s, which has started, so its input cannot be replaced.', v_key, v_holder),
+        DETAIL = v_holder::text;
+    END IF;
+    RETURN v_holder;
+  END LOOP;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_ensure_partitions(p_months_ahead integer)
  RETURNS integer
  LANGUAGE plpgsql
@@ -771,6 +948,48 @@ BEGIN
   RETURN coalesce(cardinality(v_queues), 0);
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_insert_jobs(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_unique_keys text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_notify boolean)
+ RETURNS TABLE(id uuid, queue text, due boolean)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH jobs AS (
+    SELECT * FROM unnest(p_ids, p_kinds, p_inputs, p_queues, p_unique_keys, p_retention_ms, p_priorities,
+                         p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at, p_process_in_ms,
+                         p_trace_contexts, p_backoff_ms, p_flow_keys, p_rate_keys)
+      AS t(id, kind, input, queue, unique_key, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
+           process_at, process_in_ms, trace_context, backoff_ms, flow_key, rate_key)
+  ), keys AS (
+    INSERT INTO cyclone_unique_keys (unique_key, run_id)
+    SELECT j.unique_key, j.id FROM jobs j WHERE p_unique_keys IS NOT NULL AND j.unique_key IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING run_id
+  ), runs AS (
+    INSERT INTO cyclone_runs (id, kind, input, queue, unique_key, retention, trace_context)
+    SELECT j.id, j.kind, j.input, j.queue, j.unique_key, j.retention_ms * interval '1 millisecond', j.trace_context
+      FROM jobs j
+     WHERE j.unique_key IS NULL OR j.id IN (SELECT k.run_id FROM keys k)
+    RETURNING id
+  ), steps AS (
+    INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
+                               timeout, scheduled_at, backoff_ms, flow_key, rate_key)
+    SELECT j.id, j.kind, j.kind, j.queue, j.priority, 'available', j.max_attempts, j.max_reclaims,
+           j.timeout_ms * interval '1 millisecond',
+           COALESCE(j.process_at, now() + j.process_in_ms * interval '1 millisecond'), j.backoff_ms::bigint[],
+           j.flow_key, j.rate_key
+      FROM jobs j JOIN runs r ON r.id = j.id
+    RETURNING run_id, queue, scheduled_at <= now() AS due
+  )
+  SELECT s.run_id, s.queue, s.due FROM steps s;
+  -- The steps just inserted that are due now (in this transaction, now() is the insert's).
+  IF p_notify THEN
+    PERFORM pg_notify('cyclone_wake', q.queue)
+       FROM (SELECT DISTINCT s.queue FROM cyclone_steps s WHERE s.run_id = ANY (p_ids) AND s.scheduled_at <= now()) q;
+  END IF;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_keep_paused(p_run_id uuid, p_state text, OUT state text, OUT paused_state text)
  RETURNS record
  LANGUAGE sql
@@ -837,6 +1056,106 @@ AS $function$
   SELECT (substr(ms, 1, 8) || '-' || substr(ms, 9, 4) || '-0000-0000-000000000000')::uuid
     FROM lpad(to_hex((extract(epoch FROM p_utc) * 1000)::bigint), 12, '0') AS ms;
 $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_option_integer(p_value jsonb, p_option text, p_min integer, p_max integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+  v_number numeric;
+BEGIN
+  IF p_value IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF jsonb_typeof(p_value) = 'number' THEN
+    v_number := p_value::numeric;
+  END IF;
+  IF v_number IS NULL OR v_number <> trunc(v_number) OR v_number < p_min OR v_number > p_max THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('cyclone_enqueue: option "%s" must be an integer from %s to %s; got %s.',
+                       p_option, p_min, p_max, left(p_value::text, 100));
+  END IF;
+  RETURN v_number;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_option_ms(p_value jsonb, p_option text, p_positive boolean)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+DECLARE
+  v_text text;
+  v_ms   numeric;
+BEGIN
+  IF p_value IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF jsonb_typeof(p_value) = 'number' THEN
+    v_ms := CASE WHEN p_value::numeric >= 0 THEN round(p_value::numeric) END;
+  ELSIF jsonb_typeof(p_value) = 'string' THEN
+    v_text := btrim(p_value #>> '{}');
+    IF v_text ~ '^(\d+(\.\d+)?(ms|s|m|h|d))+$' THEN
+      SELECT round(sum(m[1]::numeric * CASE m[2] WHEN 'ms' THEN 1 WHEN 's' THEN 1000 WHEN 'm' THEN 60000
+                                                  WHEN 'h' THEN 3600000 ELSE 86400000 END))
+        INTO v_ms FROM regexp_matches(v_text, '(\d+(?:\.\d+)?)(ms|s|m|h|d)', 'g') AS m;
+    END IF;
+  END IF;
+  IF v_ms IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('cyclone_enqueue: option "%s" must be a non-negative number of milliseconds or a string such as ''500ms'', ''30s'', ''5m'', ''2h'' or ''1d''; got %s.',
+                       p_option, left(p_value::text, 100));
+  END IF;
+  IF v_ms > 3153600000000 THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('cyclone_enqueue: option "%s" must be at most 3153600000000 ms (100 years); got %s.', p_option, left(p_value::text, 100));
+  END IF;
+  IF p_positive AND v_ms = 0 THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('cyclone_enqueue: option "%s" must be greater than zero; leave it out for no limit.', p_option);
+  END IF;
+  RETURN v_ms;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_option_name(p_value jsonb, p_option text)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE
+AS $function$
+BEGIN
+  IF p_value IS NULL THEN
+    RETURN NULL;
+  END IF;
+  IF jsonb_typeof(p_value) <> 'string' OR p_value #>> '{}' ~ '^\s*$' OR char_length(p_value #>> '{}') > 200 THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('cyclone_enqueue: option "%s" must be a non-empty string of at most 200 characters; got %s.',
+                       p_option, left(p_value::text, 100));
+  END IF;
+  RETURN p_value #>> '{}';
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_option_time(p_value jsonb, p_option text)
+ RETURNS timestamp with time zone
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+DECLARE
+  v_time timestamptz;
+BEGIN
+  IF jsonb_typeof(p_value) = 'string' AND p_value #>> '{}' ~ '^\s*\d{4}-\d{2}-\d{2}' THEN
+    BEGIN
+      v_time := (p_value #>> '{}')::timestamptz;
+    EXCEPTION WHEN data_exception THEN
+      v_time := NULL;
+    END;
+  END IF;
+  IF v_time IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('cyclone_enqueue: option "%s" must be an ISO 8601 time such as "2026-12-01T08:00:00Z"; got %s.',
+                       p_option, left(p_value::text, 100));
+  END IF;
+  RETURN v_time;
+END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_partitions(p_older_than timestamp with time zone)
  RETURNS TABLE(name text, month timestamp with time zone, ended_before boolean, live_runs boolean)
@@ -1365,6 +1684,15 @@ BEGIN
   outcome := CASE WHEN p_replace THEN 'replaced' ELSE 'debounced' END;
   RETURN NEXT;
 END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_uuid7()
+ RETURNS uuid
+ LANGUAGE sql
+AS $function$
+  SELECT (lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
+          || '7' || substr(r, 14, 3) || substr(r, 17))::uuid
+    FROM replace(gen_random_uuid()::text, '-', '') AS r;
+$function$;
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
 

@@ -39,6 +39,14 @@ export const DEFAULT_METRICS_SAMPLE_INTERVAL_MS = 15_000;
 export const SCHEDULE_ON_TIME_MS = 10_000;
 export const SCHEDULE_MAX_WAIT_MS = 5_000;
 
+/**
+ * How often a client refreshes its row in cyclone_clients, and how long a
+ * row that is not refreshed stays: a client gone without a word (killed, cut
+ * off from the database) drops out after three missed refreshes.
+ */
+export const CLIENT_REFRESH_INTERVAL_MS = 10_000;
+export const CLIENT_STALE_AFTER_MS = 3 * CLIENT_REFRESH_INTERVAL_MS;
+
 /** How often queued steps' flow keys are brought in line with the app's limits (FlowKeySweeper). */
 export const FLOW_KEY_INTERVAL_MS = 60_000;
 

@@ -18,6 +18,7 @@ import { MetricsSampler } from '../maintenance/metrics.sampler.js';
 import { ScheduleTicker } from '../maintenance/schedule.ticker.js';
 import { ScheduleRegistry } from '../schedules/schedule-registry.js';
 import { FlowKeySweeper } from '../maintenance/flow-key.sweeper.js';
+import { ClientPresenceMaintainer } from '../maintenance/client-presence.maintainer.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { WakePublisher } from '../notifications/wake-publisher.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
@@ -92,6 +93,7 @@ import { createTracer } from '../tracing/create-tracer.js';
     ScheduleTicker,
     FlowKeySweeper,
     Maintainer,
+    ClientPresenceMaintainer,
   ],
   // What apps call. The health and metrics modules read CycloneStats.
   exports: [CycloneClient, CycloneDatabase, CycloneStats],

@@ -151,10 +151,15 @@ export function enqueueJobValues(job: NewJob, notify: boolean): StatementParams<
     p.processInMs,
     notify,
     job.traceContext,
-    job.backoffMs,
+    backoffLiteral(job.backoffMs),
     job.keys[0],
     job.keys[1],
   ];
+}
+
+/** A step's backoff as a PostgreSQL array literal, for a text parameter cast to bigint[]. */
+function backoffLiteral(backoffMs: number[] | null): string | null {
+  return backoffMs === null ? null : `{${backoffMs.join(',')}}`;
 }
 
 /** One job of an ENQUEUE_JOBS statement. */
@@ -185,7 +190,7 @@ export function enqueueJobsValues(jobs: NewJob[]): StatementParams<typeof ENQUEU
     jobs.map((j) => j.params.processAt),
     jobs.map((j) => j.params.processInMs),
     jobs.map((j) => j.traceContext),
-    jobs.map((j) => (j.backoffMs === null ? null : `{${j.backoffMs.join(',')}}`)),
+    jobs.map((j) => backoffLiteral(j.backoffMs)),
     jobs.map((j) => j.keys[0]),
     jobs.map((j) => j.keys[1]),
   ];
