@@ -509,6 +509,7 @@ describe('the dashboard API', () => {
       expect(body).toEqual({
         run: { ...run, name: 'dash_ok', type: 'job', dueAt: null },
         steps: steps.map((s: object) => ({ ...s, progress: null })),
+        at: expect.any(String),
       });
       expect(body.steps[0]).toMatchObject({ nodeId: 'dash_ok', state: 'completed', output: { echoed: { n: 1 } }, attempt: 1 });
     });

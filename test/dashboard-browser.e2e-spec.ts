@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { defineWorkflow, PermanentError, Step, type StepContext } from 'cyclone-nestjs';
+import { CycloneStats, defineWorkflow, PermanentError, Step, type StepContext } from 'cyclone-nestjs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { browserTestsEnabled, launchChromium, SCREENSHOTS } from './support/browser.js';
@@ -30,6 +30,9 @@ const XSS = {
 
 const probe = new HandlerProbe();
 
+const clientIdOf = (on: DashboardApp) => on.app.get(CycloneStats).clientId;
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 @Injectable()
 class BrowserSteps {
   /** A kind, queue, error and output made of markup: fails for good once, and a retry succeeds. */
@@ -58,6 +61,19 @@ class BrowserSteps {
   @Step('notify')
   async notify() {
     return 'sent';
+  }
+
+  /** Fails twice with markup for an error (each attempt kept, with its stack), then succeeds. */
+  @Step('flaky_markup', { maxAttempts: 3, backoff: () => 0 })
+  async flakyMarkup(_input: unknown, ctx: StepContext) {
+    if (ctx.attempt < 3) throw new Error(XSS.error);
+    return 'third time';
+  }
+
+  @Step('bulk_fails')
+  async bulkFails(_input: unknown, ctx: StepContext) {
+    if (ctx.attempt === 1) throw new PermanentError('fails once');
+    return 'retried';
   }
 }
 
@@ -132,7 +148,7 @@ const cyclone = {
       return {
         ran: window.__xss ?? null,
         handlers: document.querySelectorAll('[onerror], [onload], [onclick], [onmouseover]').length,
-        injected: document.querySelectorAll('img[src="x"], iframe, b, svg:not(.dag)').length,
+        injected: document.querySelectorAll('img[src="x"], iframe, b, svg:not(.dag):not(.chart)').length,
         scripts: [...document.scripts].map((s: any) => s.getAttribute('src')),
         xAttribute: document.querySelectorAll('[data-x]').length,
       };
@@ -286,6 +302,112 @@ const cyclone = {
     await empty.close();
   });
 
+  it('a run’s attempts: each with its outcome, worker and error, and its stack trace as text', async () => {
+    const runId = await app.client.enqueue('flaky_markup', { attempts: 3 });
+    await expect(app.client.result(runId)).resolves.toBe('third time');
+    const page = await open(`/cyclone/runs/${runId}`, '.attempt-list');
+    const attempts = page.locator('.node-card li.attempt');
+    await expect(attempts.evaluateAll((items) => items.map((i) => [i.getAttribute('data-attempt'), i.getAttribute('data-outcome')]))).resolves.toEqual([
+      ['1', 'retried'],
+      ['2', 'retried'],
+      ['3', 'completed'],
+    ]);
+    await expect(attempts.first().locator('pre.attempt-error').textContent()).resolves.toBe(`error: ${XSS.error}`);
+    await expect(attempts.first().locator('.attempt-worker').textContent()).resolves.toBe(clientIdOf(app));
+    // The stack trace is behind a click, and is the thrown Error's stack, as text.
+    await attempts.first().locator('details.attempt-stack summary').click();
+    const stack = await attempts.first().locator('pre.stack').textContent();
+    expect(stack).toMatch(new RegExp(`^Error: ${escapeRegExp(XSS.error)}\\n\\s+at `));
+    await attempts.nth(1).locator('details.attempt-stack summary').click();
+    expect(await attempts.nth(2).locator('details.attempt-stack').count()).toBe(0);
+    await expectNothingInjected(page);
+    await shoot(page, 'run-attempts');
+    await page.close();
+  });
+
+  it('run now: a delayed job is due at once, and runs', async () => {
+    const runId = await app.client.enqueue('notify', { later: true }, { processIn: '1h' });
+    const page = await open(`/cyclone/runs/${runId}`, '.node-card');
+    await page.locator('.node-due').waitFor();
+    await page.click('button[data-action="run-now"]');
+    await page.waitForSelector('.run-head .badge[data-state="completed"]');
+    await expect(page.locator('[data-flash="ok"]').textContent()).resolves.toBe('Node notify is due now; no attempt is used up.');
+    await expect(app.client.result(runId)).resolves.toBe('sent');
+    expect((await app.client.listSteps(runId))[0]).toMatchObject({ attempt: 1 });
+    await page.close();
+  });
+
+  it('runs: kind and queue pickers from what exists; retry by filter, confirmed with the count, posts the page’s CSRF token', async () => {
+    const failed = await app.client.enqueueMany('bulk_fails', [1, 2, 3]);
+    await waitFor('the runs to fail', async () => (await Promise.all(failed.map((id) => app.client.getRun(id)))).every((r) => r.state === 'failed'));
+    const page = await open('/cyclone/runs', 'table.runs');
+    // The pickers: registered kinds (the hostile one as text), workflows with runs, served queues.
+    const kinds = page.locator('select[data-picker="kind"] option');
+    await waitFor('the kind picker', async () => (await kinds.count()) > 1);
+    expect(await kinds.allTextContents()).toEqual(expect.arrayContaining(['any', 'bulk_fails', 'flaky_markup', 'signup_flow', XSS.kind]));
+    expect(await page.locator('select[data-picker="queue"] option').allTextContents()).toEqual(expect.arrayContaining(['default', XSS.queue]));
+    await page.selectOption('select[data-picker="kind"]', 'bulk_fails');
+    await page.click('form.filters button[type="submit"]');
+    await page.waitForURL(/kind=bulk_fails/);
+    await waitFor('the filtered list', async () => (await page.locator('tr[data-run-id]').count()) === 3);
+
+    const dialog = page.waitForEvent('dialog');
+    const posted = page.waitForRequest((request) => request.method() === 'POST' && request.url().includes('/api/bulk/retry'));
+    await page.click('button[data-action="bulk-retry"]');
+    const confirm = await dialog;
+    expect(confirm.message()).toBe('Retry 3 failed runs matching kind: bulk_fails?');
+    await confirm.accept();
+    const request = await posted;
+    const token = await page.evaluate(() => (globalThis as any).document.body.dataset.csrfToken);
+    expect(request.headers()['x-cyclone-csrf']).toBe(token);
+    expect(new URL(request.url()).searchParams.get('confirmed')).toBe('3');
+    await expect(page.locator('[data-flash="ok"]').textContent()).resolves.toBe('Retry: 3 of 3 failed runs.');
+    for (const runId of failed) await expect(app.client.result(runId)).resolves.toBe('retried');
+
+    // Cancelled at the confirmation: nothing is done.
+    const more = await app.client.enqueue('bulk_fails', 4);
+    await waitFor('it to fail', async () => (await app.client.getRun(more)).state === 'failed');
+    page.once('dialog', (d) => void d.dismiss());
+    await page.click('button[data-action="bulk-retry"]');
+    await page.locator('button[data-action="bulk-retry"]:not([disabled])').waitFor();
+    expect((await app.client.getRun(more)).state).toBe('failed');
+    await expectNothingInjected(page);
+    await page.close();
+  });
+
+  it('clients: each client running now, with its queues and slots in use', async () => {
+    const page = await open('/cyclone/clients', 'table.clients');
+    const row = page.locator(`tr[data-client="${clientIdOf(app)}"]`);
+    await expect(row.locator('.client-queue[data-queue="default"]').getAttribute('data-slots')).resolves.toBe('4');
+    expect(await row.locator('.client-queue a').allTextContents()).toEqual(expect.arrayContaining(['default', XSS.queue]));
+    await expect(page.locator(`tr[data-client="${clientIdOf(readOnly)}"] .client-queues`).textContent()).resolves.toBe('enqueue only');
+    await expectNothingInjected(page);
+    await shoot(page, 'clients');
+    await page.close();
+  });
+
+  it('a queue’s page: its throughput over the last hour as a chart, and the clients that serve it', async () => {
+    const page = await open('/cyclone/queues', 'table.queues');
+    await page.click(`tr[data-queue="default"] a.queue-name`);
+    await page.waitForURL(/\/cyclone\/queues\/default$/);
+    await page.waitForSelector('svg.chart g.minute', { state: 'attached' });
+    expect(await page.locator('svg.chart g.minute').count()).toBe(60);
+    const finished = await page.locator('svg.chart g.minute').evaluateAll((bars) =>
+      bars.reduce((n, bar) => n + Number(bar.getAttribute('data-completed')), 0),
+    );
+    expect(finished).toBeGreaterThan(0);
+    expect(await page.locator(`table.queue-clients tr[data-client="${clientIdOf(app)}"]`).count()).toBe(1);
+    await expectNothingInjected(page);
+    await shoot(page, 'queue');
+
+    // The hostile queue's name is its page's title, as text.
+    await page.goto(`${app.origin}/cyclone/queues/${encodeURIComponent(XSS.queue)}`);
+    await page.waitForSelector('svg.chart');
+    await expect(page.locator('.queue-title').textContent()).resolves.toBe(XSS.queue);
+    await expectNothingInjected(page);
+    await page.close();
+  });
+
   it('without credentials the guard answers 401 and no page is drawn', async () => {
     const stranger = await browser.newContext();
     try {
@@ -314,6 +436,9 @@ const cyclone = {
     expect((await app.client.getRun(flowRun)).state).toBe('running');
     await page.goto(`${readOnly.origin}/cyclone/queues`);
     await page.waitForSelector('table.queues');
+    expect(await page.locator('button[data-action]').count()).toBe(0);
+    await page.goto(`${readOnly.origin}/cyclone/runs`);
+    await page.waitForSelector('table.runs');
     expect(await page.locator('button[data-action]').count()).toBe(0);
     await shoot(page, 'read-only');
     await page.close();

@@ -218,7 +218,7 @@ describe('every public call with hostile values of every type', () => {
     expect(problems).toEqual([]);
   });
 
-  it('getRun, listSteps, result, output, cancel, retry, retryAll, pause, resume: every argument', async () => {
+  it('getRun, listSteps, result, output, cancel, retry, retryAll, pause, resume, runNow: every argument', async () => {
     const c = () => env.client;
     const problems = [
       ...(await probe('getRun run', NOTHING, (v) => c().getRun(v as string))),
@@ -235,6 +235,8 @@ describe('every public call with hostile values of every type', () => {
       ...(await probe('retryAll run', NOTHING, (v) => c().retryAll(v as string))),
       ...(await probe('pause run', NOTHING, (v) => c().pause(v as string))),
       ...(await probe('resume run', NOTHING, (v) => c().resume(v as string))),
+      ...(await probe('runNow run', NOTHING, (v) => c().runNow(v as string, 'echo'))),
+      ...(await probe('runNow node', NOTHING, (v) => c().runNow(waiting, v as string))),
     ];
     expect(problems).toEqual([]);
   });

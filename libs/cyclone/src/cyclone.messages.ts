@@ -118,6 +118,9 @@ export const messages = {
     'Pass the registered definition (export it from one module), or start it by name.',
   unknownSignal: (runId: string, signal: string) =>
     `Run ${runId} has no node "${signal}" waiting for a signal. Signal names are the node ids of its waitForSignal nodes.`,
+  notWaitingToRun: (runId: string, nodeId: string, state: string) =>
+    `Node "${nodeId}" of run ${runId} is ${state}; only a step waiting to run (delayed, backing off after a failure, ` +
+    'or snoozed) can be run now.',
   signalRefused: (runId: string, signal: string, why: string) => `Signal "${signal}" to run ${runId} was refused: ${why}.`,
   schemaMissing: (missing: number[]) =>
     `Cyclone's schema is not up to date: migrations ${missing.join(', ')} have not been applied. ` +
@@ -164,6 +167,9 @@ export const messages = {
   dashboardAssetsMissing: (looked: string[]) =>
     `The dashboard's front end is missing (no main.js in ${looked.join(' or ')}). ` +
     'Reinstall cyclone-nestjs; in its repository, build it with `npm run build`.',
+  bulkCountChanged: (confirmed: number, found: number) =>
+    `${found} runs match now, more than the ${confirmed} you confirmed; nothing was done. ` +
+    'Look at the list again and confirm the new count.',
   csrfRejected: (reason: string) =>
     `The dashboard refused this action: ${reason}. Actions are accepted only from the dashboard's own page; reload it and try again.`,
   invalidParameter: (name: string, value: unknown, expected: string) =>

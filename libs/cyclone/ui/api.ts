@@ -1,5 +1,17 @@
 import { settings } from './settings.js';
-import type { ActionResult, QueuesAnswer, RunAnswer, RunsAnswer, SchedulesAnswer } from './api-types.js';
+import type {
+  ActionResult,
+  BulkAction,
+  BulkPreview,
+  BulkResult,
+  ClientsAnswer,
+  NamesAnswer,
+  QueuesAnswer,
+  RunAnswer,
+  RunsAnswer,
+  SchedulesAnswer,
+  ThroughputAnswer,
+} from './api-types.js';
 
 /** An answer of the API other than 2xx, with the code and message it gave. */
 export class ApiError extends Error {
@@ -46,4 +58,18 @@ export const api = {
   resume: (runId: string) => call<ActionResult>('POST', `${run(runId)}/resume`),
   pauseQueue: (name: string) => call<ActionResult>('POST', `${queue(name)}/pause`),
   resumeQueue: (name: string) => call<ActionResult>('POST', `${queue(name)}/resume`),
+  throughput: (name: string) => call<ThroughputAnswer>('GET', `${queue(name)}/throughput`),
+  names: () => call<NamesAnswer>('GET', '/names'),
+  clients: () => call<ClientsAnswer>('GET', '/clients'),
+  runNow: (runId: string, nodeId: string) =>
+    call<ActionResult>('POST', `${run(runId)}/nodes/${encodeURIComponent(nodeId)}/run-now`),
+  /** How many runs the action would act on, with the runs list's filters. */
+  bulkPreview: (action: BulkAction, filters: URLSearchParams) => call<BulkPreview>('GET', `/bulk/${action}`, filters),
+  /** Acts on the runs previewed: the same filters, the newest run shown and the count confirmed. */
+  bulk: (action: BulkAction, filters: URLSearchParams, preview: BulkPreview) => {
+    const params = new URLSearchParams(filters);
+    if (preview.upTo !== null) params.set('upTo', preview.upTo);
+    params.set('confirmed', String(preview.count));
+    return call<BulkResult>('POST', `/bulk/${action}`, params);
+  },
 };

@@ -117,3 +117,20 @@ export function scheduledBadge(dueAt: string): HTMLElement {
 export function shownState(step: { state: string; scheduledAt: string }): string {
   return step.state === 'available' && Date.parse(step.scheduledAt) > Date.now() ? 'scheduled' : step.state;
 }
+
+/** The colour of each attempt outcome: the step state it resembles. */
+const OUTCOME_COLOURS: Record<string, string> = {
+  completed: 'completed',
+  retried: 'waiting_timer',
+  discarded: 'discarded',
+  timed_out: 'discarded',
+  cancelled: 'cancelled',
+  reclaimed: 'paused',
+  snoozed: 'waiting_timer',
+};
+
+/** What ended an attempt as a badge; an attempt still going is running. */
+export function outcomeBadge(outcome: string | null): HTMLElement {
+  const shown = outcome ?? 'running';
+  return h('span', { class: `badge state-${OUTCOME_COLOURS[shown] ?? 'running'}`, 'data-outcome': shown }, shown.replace('_', ' '));
+}

@@ -1,5 +1,7 @@
 import { h, show } from './dom.js';
 import type { PageContext, PageStop } from './page.js';
+import { clientsPage } from './page-clients.js';
+import { queuePage } from './page-queue.js';
 import { queuesPage } from './page-queues.js';
 import { runPage } from './page-run.js';
 import { runsPage } from './page-runs.js';
@@ -16,6 +18,7 @@ const NAV = [
   ['/queues', 'Queues'],
   ['/runs', 'Runs'],
   ['/schedules', 'Schedules'],
+  ['/clients', 'Clients'],
 ] as const;
 
 const nav = h('nav', { class: 'tabs', 'aria-label': 'Pages' });
@@ -66,7 +69,10 @@ function render(): void {
     ),
   );
   const run = /^\/runs\/([^/]+)$/.exec(current);
+  const queue = /^\/queues\/([^/]+)$/.exec(current);
   if (current === '/queues') stopPage = queuesPage(main, ctx);
+  else if (queue) stopPage = queuePage(main, ctx, decodeSegment(queue[1]));
+  else if (current === '/clients') stopPage = clientsPage(main, ctx);
   else if (current === '/runs') stopPage = runsPage(main, ctx);
   else if (run) stopPage = runPage(main, ctx, decodeSegment(run[1]));
   else if (current === '/schedules') stopPage = schedulesPage(main, ctx);

@@ -48,7 +48,12 @@ export function queuesPage(root: HTMLElement, ctx: PageContext): PageStop {
         ),
         h('tbody', null, answer.queues.map(row)),
       ),
-      h('p', { class: 'muted small' }, `Throughput over the last ${minutes} minutes. Counts are steps; failed steps are kept until their run's retention ends.`),
+      h(
+        'p',
+        { class: 'muted small' },
+        `Throughput over the last ${minutes} minutes; a queue's page charts its last hour. ` +
+          "Counts are steps; failed steps are kept until their run's retention ends.",
+      ),
     );
   }
 
@@ -61,7 +66,7 @@ export function queuesPage(root: HTMLElement, ctx: PageContext): PageStop {
     return h(
       'tr',
       { 'data-queue': queue.name },
-      h('td', null, link('/runs', queue.name, runs(), { class: 'queue-name' })),
+      h('td', null, link(`/queues/${encodeURIComponent(queue.name)}`, queue.name, undefined, { class: 'queue-name' })),
       h('td', { class: 'num', 'data-count': 'available' }, count(queue.available)),
       h('td', { class: 'num', 'data-count': 'scheduled' }, count(queue.scheduled)),
       h('td', { class: 'num', 'data-count': 'running' }, count(queue.running)),

@@ -1,12 +1,14 @@
 import { api, ApiError } from './api.js';
-import type { RunAnswer, Step } from './api-types.js';
+import type { Attempt, RunAnswer, Step } from './api-types.js';
 import { drawDag } from './dag.js';
 import { h, show, type Child } from './dom.js';
-import { between, duration, jsonBlock, progressView, scheduledBadge, shownState, stateBadge, time, timeCell } from './format.js';
+import { between, duration, jsonBlock, outcomeBadge, progressView, scheduledBadge, shownState, stateBadge, time, timeCell } from './format.js';
 import { actionButton, emptyState, link, poll, problem, type PageContext, type PageStop } from './page.js';
 
 /** Step states nothing moves out of (unless a retry reopens them). */
 const TERMINAL_STEP = new Set(['completed', 'discarded', 'cancelled']);
+/** Outcomes of the attempt that finished its node: the timeline shows the node's finish instead. */
+const TERMINAL_OUTCOMES = new Set(['completed', 'discarded', 'cancelled']);
 /** A finished run changes only when someone retries it: its page refreshes less often. */
 const FINISHED_RUN = new Set(['completed', 'failed', 'cancelled']);
 
@@ -94,7 +96,7 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
       h(
         'div',
         { class: 'columns' },
-        step ? nodeCard(step, run.id) : null,
+        step ? nodeCard(step, run.id, answer.at) : null,
         h('section', { class: 'card', 'aria-label': 'Input' }, h('h2', null, 'Input'), jsonBlock(run.input, 'run input')),
       ),
       h('section', { class: 'card', 'aria-label': 'Nodes' }, h('h2', null, 'Nodes'), nodesTable(steps)),
@@ -102,8 +104,10 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
     );
   }
 
-  function nodeCard(step: Step, runId: string): HTMLElement {
+  function nodeCard(step: Step, runId: string, at: string): HTMLElement {
     const progress = progressView(step.progress);
+    // Due later: a delayed enqueue, a retry's backoff or a snooze, which Run now makes due at once.
+    const waiting = step.type === 'step' && step.state === 'available' && step.scheduledAt > at;
     return h(
       'section',
       { class: 'card node-card', 'aria-label': 'Node', 'data-node-id': step.nodeId },
@@ -120,6 +124,7 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
         step.after.length > 0 ? fact('After', step.after.join(', ')) : null,
         step.timeoutMs !== null ? fact('Timeout', duration(step.timeoutMs)) : null,
         step.leaseOwner !== null ? fact('Worker', step.leaseOwner) : null,
+        waiting ? fact('Due', h('span', { class: 'node-due' }, timeCell(step.scheduledAt), ` (in ${between(at, step.scheduledAt)})`)) : null,
         step.startedAt !== null && step.finishedAt !== null ? fact('Ran for', between(step.startedAt, step.finishedAt)) : null,
       ),
       step.type === 'step' && step.state === 'discarded'
@@ -129,15 +134,58 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
             after: refresh,
           }))
         : null,
+      waiting
+        ? h('div', { class: 'toolbar' }, actionButton(ctx, 'Run now', () => api.runNow(runId, step.nodeId), {
+            name: 'run-now',
+            done: `Node ${step.nodeId} is due now; no attempt is used up.`,
+            after: refresh,
+          }))
+        : null,
       step.error !== null
         ? h('div', { class: 'error-box' }, h('h3', null, `Error (${step.errorKind ?? 'error'})`), h('pre', { class: 'node-error' }, step.error))
         : null,
       progress ? h('div', null, h('h3', null, 'Progress'), progress) : null,
+      step.attempts.length > 0 ? attemptsView(step.attempts) : null,
       step.state === 'completed' || step.output !== null ? h('div', null, h('h3', null, 'Output'), jsonBlock(step.output, 'node output')) : null,
     );
   }
 
   return stop;
+}
+
+/**
+ * Every attempt of a node, oldest first: its outcome, worker and times, the
+ * error it ended with and, behind a click, the stack of what its handler threw.
+ */
+function attemptsView(attempts: Attempt[]): HTMLElement {
+  return h(
+    'div',
+    { class: 'attempts' },
+    h('h3', null, `Attempts (${attempts.length === 20 ? 'the last 20' : attempts.length})`),
+    h(
+      'ol',
+      { class: 'attempt-list' },
+      attempts.map((attempt) =>
+        h(
+          'li',
+          { class: 'attempt', 'data-attempt': attempt.attempt, 'data-outcome': attempt.outcome ?? 'running' },
+          h(
+            'div',
+            { class: 'attempt-head' },
+            h('strong', null, `Attempt ${attempt.attempt}`),
+            outcomeBadge(attempt.outcome),
+            timeCell(attempt.startedAt),
+            h('span', { class: 'muted' }, attempt.finishedAt === null ? 'running' : `took ${between(attempt.startedAt, attempt.finishedAt)}`),
+            h('span', { class: 'attempt-worker muted', title: 'The client that ran it' }, attempt.worker ?? ''),
+          ),
+          attempt.error !== undefined ? h('pre', { class: 'attempt-error' }, `${attempt.errorKind ?? 'error'}: ${attempt.error}`) : null,
+          attempt.stack !== undefined
+            ? h('details', { class: 'attempt-stack' }, h('summary', null, 'Stack trace'), h('pre', { class: 'stack' }, attempt.stack))
+            : null,
+        ),
+      ),
+    ),
+  );
 }
 
 /** The node to show first: a failed one, else a running one, else the last that moved. */
@@ -200,7 +248,13 @@ function timeline({ run, steps }: RunAnswer): HTMLElement {
     // An element is in one place only: each event gets its own.
     const node = () => h('code', null, step.nodeId);
     if (step.scheduledAt !== run.createdAt && step.state !== 'pending') events.push({ at: step.scheduledAt, what: [node(), ' due'] });
-    if (step.startedAt !== null) events.push({ at: step.startedAt, what: [node(), ` started (attempt ${step.attempt})`] });
+    for (const attempt of step.attempts) {
+      events.push({ at: attempt.startedAt, what: [node(), ` started (attempt ${attempt.attempt})`] });
+      // An attempt that finished the node shows as the node's own finish below.
+      if (attempt.finishedAt !== null && attempt.outcome !== null && !TERMINAL_OUTCOMES.has(attempt.outcome)) {
+        events.push({ at: attempt.finishedAt, what: [node(), ' attempt ', outcomeBadge(attempt.outcome)] });
+      }
+    }
     if (step.heartbeatAt !== null && step.state === 'running') events.push({ at: step.heartbeatAt, what: [node(), ' last heartbeat'] });
     if (step.wakeAt !== null && !TERMINAL_STEP.has(step.state)) events.push({ at: step.wakeAt, what: [node(), ' timer due'] });
     if (step.finishedAt !== null) events.push({ at: step.finishedAt, what: [node(), ' ', stateBadge(step.state)] });

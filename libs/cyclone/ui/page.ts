@@ -68,11 +68,18 @@ export function emptyState(title: string, ...detail: Child[]): HTMLElement {
  * when `confirm` is set, its outcome flashed. Not made at all on a
  * read-only dashboard (the server has no route for it either).
  */
-export function actionButton(
+export function actionButton<T>(
   ctx: PageContext,
   label: string,
-  action: () => Promise<unknown>,
-  options: { confirm?: string; danger?: boolean; done?: string; after?: () => unknown; name?: string } = {},
+  action: () => Promise<T>,
+  options: {
+    confirm?: string;
+    danger?: boolean;
+    /** What to flash when it is done: a text, or one made from the action's result (null: nothing was done). */
+    done?: string | ((result: T) => { message: string; kind: 'ok' | 'error' } | null);
+    after?: () => unknown;
+    name?: string;
+  } = {},
 ): HTMLButtonElement | null {
   if (settings.readOnly) return null;
   const button = h('button', {
@@ -84,8 +91,10 @@ export function actionButton(
     if (options.confirm && !window.confirm(options.confirm)) return;
     button.disabled = true;
     try {
-      await action();
-      ctx.flash(options.done ?? `${label}: done.`, 'ok');
+      const result = await action();
+      const done = typeof options.done === 'function' ? options.done(result) : { message: options.done ?? `${label}: done.`, kind: 'ok' as const };
+      if (done === null) return;
+      ctx.flash(done.message, done.kind);
       await options.after?.();
     } catch (error) {
       ctx.flash(describeError(error), 'error');

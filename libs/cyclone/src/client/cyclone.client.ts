@@ -50,6 +50,7 @@ import {
   GET_RUN,
   LIST_STEPS,
   RETRY_STEPS,
+  RUN_NOW,
   RUN_OUTCOME,
   STEP_STATE,
 } from '../sql/runs.sql.js';
@@ -277,6 +278,30 @@ export class CycloneClient {
         (rows[0].state === 'cancelled' ? ' (a cancelled run stays cancelled).' : '.'),
       rows[0].state,
     );
+  }
+
+  /**
+   * Makes a node that waits to run (a delayed enqueue, a retry's backoff, a
+   * snooze) due now, without consuming an attempt, and wakes its queue; a
+   * node of a paused run is due once the run resumes. Returns false when it
+   * was due already. Throws `StepNotFoundError`, or `InvalidStateError` for
+   * a node that is not waiting to run (running, finished, a sleep or a
+   * signal wait).
+   */
+  async runNow(runId: string, nodeId: string): Promise<boolean> {
+    checkRunId(runId);
+    checkName(nodeId, 'nodeId');
+    const { rows } = await settle(this.database.query(RUN_NOW, [runId, nodeId]), this.wrote([runId]));
+    if (rows.length > 0) return true;
+    const { rows: found } = await settle(this.database.query(STEP_STATE, [runId, nodeId]), this.read());
+    const step = found.at(0);
+    if (!step) {
+      await this.getRun(runId);
+      throw new StepNotFoundError(runId, nodeId);
+    }
+    const waiting = step.state === 'available' || (step.state === 'paused' && step.paused_state === 'available');
+    if (step.node_type === 'step' && waiting && step.due) return false;
+    throw new InvalidStateError(messages.notWaitingToRun(runId, nodeId, step.state), step.state);
   }
 
   /**

@@ -17,6 +17,7 @@ export const LOOP_NAMES = [
   'cyclone:partitions',
   'cyclone:flow-keys',
   'cyclone:metrics',
+  'cyclone:clients',
 ] as const;
 export type LoopName = (typeof LOOP_NAMES)[number];
 

@@ -6,15 +6,18 @@ import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import type { CycloneDashboardOptions } from './dashboard-options.interface.js';
 import { DashboardPagesController } from './dashboard-pages.controller.js';
 import { DashboardReader } from './dashboard-reader.js';
+import { DashboardBulk } from './dashboard-bulk.js';
 import { DashboardCsrfGuard } from './csrf.js';
 import { resolveDashboardOptions } from './resolve-dashboard-options.js';
 
 type Guard = Type<CanActivate> | CanActivate;
 
 /**
- * Cyclone's dashboard, served by the app itself: pages for queues, runs, a
- * run's graph and schedules, their JSON API under `${path}/api`, and the
- * actions (retry, cancel, pause, resume) unless `readOnly`. Import it beside
+ * Cyclone's dashboard, served by the app itself: pages for queues (with a
+ * queue's throughput chart), runs, a run's graph and attempts, schedules and
+ * the clients running now, their JSON API under `${path}/api`, and the
+ * actions (retry, cancel, pause, resume, run now, and retry or cancel by
+ * filter) unless `readOnly`. Import it beside
  * `CycloneModule.forRoot(...)`:
  *
  * ```ts
@@ -48,6 +51,7 @@ export class CycloneDashboardModule {
         { provide: DASHBOARD_OPTIONS, useValue: resolved },
         { provide: DashboardAssets, useFactory: () => DashboardAssets.load() },
         DashboardReader,
+        DashboardBulk,
       ],
     };
   }

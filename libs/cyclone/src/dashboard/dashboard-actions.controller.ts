@@ -1,9 +1,11 @@
 import { HttpCode, Injectable, Param, Post, Query, UseFilters, UseInterceptors } from '@nestjs/common';
 import { CycloneClient } from '../client/cyclone.client.js';
-import type { DashboardActionResult } from './dashboard-api.interface.js';
+import type { DashboardActionResult, DashboardBulkResult } from './dashboard-api.interface.js';
 import { ApiHeaders } from './dashboard-api.controller.js';
+import { DashboardBulk } from './dashboard-bulk.js';
 import { DashboardExceptionFilter } from './dashboard-exception.filter.js';
-import { parseName, parseNoQuery, parseRunId, type QueryParams } from './dashboard-params.js';
+import { BULK_LIMIT } from './dashboard.constants.js';
+import { parseBulkAction, parseBulkQuery, parseName, parseNoQuery, parseRunId, type QueryParams } from './dashboard-params.js';
 import { ServerTimingInterceptor } from './server-timing.interceptor.js';
 
 /**
@@ -16,7 +18,10 @@ import { ServerTimingInterceptor } from './server-timing.interceptor.js';
 @UseFilters(DashboardExceptionFilter)
 @UseInterceptors(ServerTimingInterceptor)
 export class DashboardActionsController {
-  constructor(private readonly client: CycloneClient) {}
+  constructor(
+    private readonly client: CycloneClient,
+    private readonly bulk: DashboardBulk,
+  ) {}
 
   @Post('api/runs/:runId/cancel')
   @HttpCode(200)
@@ -47,6 +52,30 @@ export class DashboardActionsController {
     parseNoQuery(query);
     await this.client.retry(parseRunId(runId), parseName(nodeId, 'nodeId'));
     return { changed: true, reopened: 1 };
+  }
+
+  /** Makes a node that waits (a delay, a backoff, a snooze) due now; no attempt is consumed. */
+  @Post('api/runs/:runId/nodes/:nodeId/run-now')
+  @HttpCode(200)
+  @ApiHeaders()
+  async runNow(
+    @Param('runId') runId: string,
+    @Param('nodeId') nodeId: string,
+    @Query() query: QueryParams,
+  ): Promise<DashboardActionResult> {
+    parseNoQuery(query);
+    return { changed: await this.client.runNow(parseRunId(runId), parseName(nodeId, 'nodeId')) };
+  }
+
+  /**
+   * Retries or cancels the runs the filters match, as confirmed: `upTo` and
+   * `confirmed` from the preview (GET api/bulk/:action). See DashboardBulk.
+   */
+  @Post('api/bulk/:action')
+  @HttpCode(200)
+  @ApiHeaders()
+  bulkAction(@Param('action') action: string, @Query() query: QueryParams): Promise<DashboardBulkResult> {
+    return this.bulk.act(parseBulkAction(action), parseBulkQuery(query, BULK_LIMIT));
   }
 
   @Post('api/runs/:runId/pause')

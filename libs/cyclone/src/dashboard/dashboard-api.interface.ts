@@ -2,9 +2,19 @@ import type { RunInfo, RunState, StepInfo } from '../interfaces/run-info.interfa
 import type { ScheduleInfo } from '../interfaces/schedule-info.interface.js';
 
 /*
- * What the dashboard's JSON API answers (`${path}/api/...`). Dates are ISO
- * 8601 strings on the wire.
+ * What the dashboard's JSON API answers (`${path}/api/...`): the one
+ * definition of its wire types. The server returns these; the page reads
+ * them as `Wire<...>` of them (ui/api-types.ts), dates as ISO 8601 strings.
  */
+
+/** A value as JSON carries it: a Date becomes its ISO 8601 string, the rest keeps its shape. */
+export type Wire<T> = T extends Date
+  ? string
+  : T extends readonly (infer U)[]
+    ? Wire<U>[]
+    : T extends object
+      ? { [K in keyof T]: Wire<T[K]> }
+      : T;
 
 export interface DashboardQueue {
   name: string;
@@ -67,13 +77,84 @@ export interface DashboardRuns {
 export interface DashboardRun {
   /** getRun's answer, with the name, type and due time the runs list shows. */
   run: RunInfo & { name: string; type: 'job' | 'workflow'; dueAt: Date | null };
-  /** Its nodes, as listSteps gives them (with each one's progress). */
+  /** Its nodes, as listSteps gives them (with each one's progress and attempts). */
   steps: StepInfo[];
+  /** The time of the answer, on the server's clock: a node scheduled later than this waits to run. */
+  at: Date;
 }
 
 export interface DashboardSchedules {
   schedules: ScheduleInfo[];
 }
+
+/** The names the runs page's pickers offer: those that have runs, or that clients registered. */
+export interface DashboardNames {
+  /** Step kinds and workflow names. */
+  kinds: string[];
+  queues: string[];
+}
+
+/** A queue's finished steps per minute over the last hour, oldest minute first. */
+export interface DashboardThroughput {
+  queue: string;
+  minutes: {
+    /** The minute's start. */
+    at: Date;
+    completed: number;
+    /** Discarded: their runs failed (unless retried). */
+    failed: number;
+    /** Estimated from the latest finished steps of a busy minute, rather than counted. */
+    estimated: boolean;
+  }[];
+  at: Date;
+}
+
+/** A client running now, as its row in cyclone_clients and its leases show it. */
+export interface DashboardClient {
+  /** The lease owner of the steps it runs: `host:pid:random`. */
+  id: string;
+  host: string;
+  pid: number;
+  /** The queues it serves: its slots, and how many of them run a step now. */
+  queues: { name: string; slots: number; running: number }[];
+  /** The version of cyclone-nestjs it runs. */
+  version: string | null;
+  startedAt: Date;
+  /** Its last refresh of its row. */
+  heartbeatAt: Date;
+}
+
+export interface DashboardClients {
+  clients: DashboardClient[];
+  /** How often clients refresh their rows; one that has not for three times as long is gone. */
+  refreshIntervalSeconds: number;
+  at: Date;
+}
+
+/** The runs a bulk action would act on, for the operator to confirm. */
+export interface DashboardBulkPreview {
+  action: BulkAction;
+  /** Runs the filters match in a state the action applies to (failed for retry, running or paused for cancel). */
+  count: number;
+  /** The newest of them: the action leaves runs created after it alone. Null when there is none. */
+  upTo: string | null;
+  /** More match than one action takes (`limit`): narrow the filters. */
+  tooMany: boolean;
+  limit: number;
+}
+
+/** What a bulk action did: it acts on at most the runs confirmed, each in its own transaction. */
+export interface DashboardBulkResult {
+  action: BulkAction;
+  /** Runs it found to act on. */
+  matched: number;
+  /** Runs it retried or cancelled. */
+  changed: number;
+  /** Runs it could not act on, and why (another run took a retried run's unique key, say). */
+  failed: { runId: string; message: string }[];
+}
+
+export type BulkAction = 'retry' | 'cancel';
 
 /** What an action changed. */
 export interface DashboardActionResult {

@@ -48,6 +48,18 @@ export class DashboardPagesController {
     return this.page(request, response, 1);
   }
 
+  @Get('queues/:queue')
+  @PageHeaders()
+  queue(@Req() request: PageRequest, @Res({ passthrough: true }) response: unknown): string {
+    return this.page(request, response, 2);
+  }
+
+  @Get('clients')
+  @PageHeaders()
+  clients(@Req() request: PageRequest, @Res({ passthrough: true }) response: unknown): string {
+    return this.page(request, response, 1);
+  }
+
   @Get('runs')
   @PageHeaders()
   runs(@Req() request: PageRequest, @Res({ passthrough: true }) response: unknown): string {

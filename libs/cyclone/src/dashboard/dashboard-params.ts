@@ -2,6 +2,7 @@ import { unstorableText } from '../common/storable-text.js';
 import { messages } from '../cyclone.messages.js';
 import { InvalidParameterError } from '../errors/invalid-parameter.error.js';
 import { RUN_STATES, type RunState } from '../sql/names.js';
+import type { BulkAction } from './dashboard-api.interface.js';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './dashboard.constants.js';
 
 /*
@@ -13,7 +14,8 @@ import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './dashboard.constants.js';
 /** The query string as the HTTP adapter parsed it: strings, arrays for repeated names. */
 export type QueryParams = Record<string, unknown>;
 
-export interface RunsQuery {
+/** The runs list's filters: the runs page's form, and what a bulk action acts on. */
+export interface RunFilters {
   state: RunState | null;
   /** A standalone job's step kind or a workflow's name. */
   kind: string | null;
@@ -23,13 +25,25 @@ export interface RunsQuery {
   to: Date | null;
   /** A run id or a unique key. */
   search: string | null;
+}
+
+export interface RunsQuery extends RunFilters {
   /** Keyset cursors: a page of runs older than `before`, or newer than `after`. */
   before: string | null;
   after: string | null;
   limit: number;
 }
 
-export const RUNS_PARAMETERS = ['state', 'kind', 'queue', 'from', 'to', 'q', 'before', 'after', 'limit'] as const;
+/** A bulk action, as confirmed: the filters, the newest run shown, and how many runs the operator agreed to. */
+export interface BulkQuery extends RunFilters {
+  upTo: string | null;
+  confirmed: number;
+}
+
+const FILTER_PARAMETERS = ['state', 'kind', 'queue', 'from', 'to', 'q'] as const;
+export const RUNS_PARAMETERS = [...FILTER_PARAMETERS, 'before', 'after', 'limit'] as const;
+const BULK_PARAMETERS = [...FILTER_PARAMETERS, 'upTo', 'confirmed'] as const;
+const BULK_ACTIONS: readonly BulkAction[] = ['retry', 'cancel'];
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})?)?$/;
@@ -39,13 +53,7 @@ const MAX_NAME = 200;
 
 export function parseRunsQuery(query: QueryParams): RunsQuery {
   checkOnly(query, RUNS_PARAMETERS);
-  const state = text(query, 'state');
-  if (state !== null && !(RUN_STATES as readonly string[]).includes(state)) {
-    throw invalid('state', state, `must be one of ${RUN_STATES.join(', ')}`);
-  }
-  const from = time(query, 'from');
-  const to = time(query, 'to');
-  if (from && to && from.getTime() > to.getTime()) throw invalid('from', query.from, 'must not be later than "to"');
+  const filters = runFilters(query);
   const before = runIdParam(query, 'before');
   const after = runIdParam(query, 'after');
   if (before !== null && after !== null) throw invalid('after', after, 'cannot be combined with "before"; page one way at a time');
@@ -55,6 +63,41 @@ export function parseRunsQuery(query: QueryParams): RunsQuery {
     limit = /^\d{1,4}$/.test(limitText) ? Number(limitText) : NaN;
     if (!(limit >= 1 && limit <= MAX_PAGE_SIZE)) throw invalid('limit', limitText, `must be a whole number from 1 to ${MAX_PAGE_SIZE}`);
   }
+  return { ...filters, before, after, limit };
+}
+
+/** The filters of a bulk action's preview (a GET): the runs list's, without paging. */
+export function parseBulkPreview(query: QueryParams): RunFilters {
+  checkOnly(query, FILTER_PARAMETERS);
+  return runFilters(query);
+}
+
+/** A bulk action as confirmed (a POST): the filters, `upTo` (the newest run shown) and `confirmed` (how many). */
+export function parseBulkQuery(query: QueryParams, limit: number): BulkQuery {
+  checkOnly(query, BULK_PARAMETERS);
+  const filters = runFilters(query);
+  const confirmedText = text(query, 'confirmed');
+  const confirmed = confirmedText !== null && /^\d{1,7}$/.test(confirmedText) ? Number(confirmedText) : NaN;
+  if (!(confirmed >= 0 && confirmed <= limit)) {
+    throw invalid('confirmed', confirmedText, `must be the number of runs confirmed, from 0 to ${limit}`);
+  }
+  return { ...filters, upTo: runIdParam(query, 'upTo'), confirmed };
+}
+
+/** The action of a bulk action's path. */
+export function parseBulkAction(value: unknown): BulkAction {
+  if (!BULK_ACTIONS.includes(value as BulkAction)) throw invalid('action', value, `must be one of ${BULK_ACTIONS.join(', ')}`);
+  return value as BulkAction;
+}
+
+function runFilters(query: QueryParams): RunFilters {
+  const state = text(query, 'state');
+  if (state !== null && !(RUN_STATES as readonly string[]).includes(state)) {
+    throw invalid('state', state, `must be one of ${RUN_STATES.join(', ')}`);
+  }
+  const from = time(query, 'from');
+  const to = time(query, 'to');
+  if (from && to && from.getTime() > to.getTime()) throw invalid('from', query.from, 'must not be later than "to"');
   return {
     state: state as RunState | null,
     kind: name(query, 'kind'),
@@ -62,9 +105,6 @@ export function parseRunsQuery(query: QueryParams): RunsQuery {
     from,
     to,
     search: name(query, 'q'),
-    before,
-    after,
-    limit,
   };
 }
 

@@ -5,21 +5,30 @@ import { CycloneDatabase } from '../database/cyclone-database.js';
 import type { RunInfo, StepInfo } from '../interfaces/run-info.interface.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import {
+  LIST_CLIENTS,
   LIST_RUNS_NEWER,
   LIST_RUNS_OLDER,
+  PICKER_NAMES,
   QUEUE_COUNTS,
+  QUEUE_THROUGHPUT,
+  type RunListFilters,
   type RunListParams,
   type RunListRow,
+  type ThroughputRow,
 } from '../sql/dashboard.sql.js';
+import { CLIENT_REFRESH_INTERVAL_MS, CLIENT_STALE_AFTER_MS } from '../cyclone.constants.js';
 import type {
+  DashboardClients,
+  DashboardNames,
   DashboardQueues,
   DashboardRun,
   DashboardRunSummary,
   DashboardRuns,
   DashboardSchedules,
+  DashboardThroughput,
 } from './dashboard-api.interface.js';
-import { THROUGHPUT_SAMPLE, THROUGHPUT_WINDOW_SECONDS } from './dashboard.constants.js';
-import { isRunId, type RunsQuery } from './dashboard-params.js';
+import { PICKER_LIMIT, THROUGHPUT_MINUTE_SAMPLE, THROUGHPUT_SAMPLE, THROUGHPUT_WINDOW_SECONDS } from './dashboard.constants.js';
+import { isRunId, type RunFilters, type RunsQuery } from './dashboard-params.js';
 
 /** What the pages show, read from the database with the dashboard's statements and the client's reads. */
 @Injectable()
@@ -64,18 +73,7 @@ export class DashboardReader {
    * whether another page follows; the cursors are the ids at the page's ends.
    */
   async runs(query: RunsQuery): Promise<DashboardRuns> {
-    const search = query.search;
-    const params: RunListParams = [
-      query.state,
-      query.kind,
-      query.queue,
-      query.from ? uuid7Floor(query.from.getTime()) : null,
-      query.to ? uuid7Floor(query.to.getTime() + 1) : null,
-      search,
-      search !== null && isRunId(search) ? search.toLowerCase() : null,
-      query.after ?? query.before,
-      query.limit + 1,
-    ];
+    const params: RunListParams = [...runListFilters(query), query.after ?? query.before, query.limit + 1];
     if (query.after !== null) {
       const { rows } = await this.database.query(LIST_RUNS_NEWER, params);
       // Nothing newer than the cursor any more: the newest page is the answer.
@@ -97,13 +95,86 @@ export class DashboardReader {
   /** A run and its nodes; RunNotFoundError (404) when there is no such run. */
   async run(runId: string): Promise<DashboardRun> {
     const [run, steps] = await Promise.all([this.client.getRun(runId), this.client.listSteps(runId)]);
-    return { run: toRunView(run, steps), steps };
+    return { run: toRunView(run, steps), steps, at: new Date() };
+  }
+
+  /** The kinds (and workflow names) and queues that have runs, or that clients registered. */
+  async names(): Promise<DashboardNames> {
+    const { rows } = await this.database.query(PICKER_NAMES, [PICKER_LIMIT]);
+    return rows[0];
+  }
+
+  /** The clients running now, with the slots of each queue they serve and how many are in use. */
+  async clients(): Promise<DashboardClients> {
+    const { rows } = await this.database.query(LIST_CLIENTS, [CLIENT_STALE_AFTER_MS]);
+    return {
+      clients: rows.map((row) => ({
+        id: row.id,
+        host: row.host,
+        pid: row.pid,
+        queues: Object.entries(row.queues)
+          .sort(([a], [b]) => a.localeCompare(b))
+          .map(([name, slots]) => ({ name, slots, running: row.running[name] ?? 0 })),
+        version: typeof row.info.version === 'string' ? row.info.version : null,
+        startedAt: row.started_at,
+        heartbeatAt: row.heartbeat_at,
+      })),
+      refreshIntervalSeconds: CLIENT_REFRESH_INTERVAL_MS / 1_000,
+      at: new Date(),
+    };
+  }
+
+  /** A queue's completed and failed steps per minute over the last hour; a busy minute is estimated from a sample. */
+  async throughput(queue: string): Promise<DashboardThroughput> {
+    const { rows } = await this.database.query(QUEUE_THROUGHPUT, [queue, THROUGHPUT_MINUTE_SAMPLE]);
+    return { queue, minutes: rows.map(minuteOf), at: new Date() };
   }
 
   /** The app's schedules with their next and last ticks (client.listSchedules). */
   async schedules(): Promise<DashboardSchedules> {
     return { schedules: await this.client.listSchedules() };
   }
+}
+
+/**
+ * One minute of a queue's chart. A minute with fewer finished steps than the
+ * sample is counted. A busier one is estimated: the sample's rate (its steps
+ * but those of its newest instant, over the time from its oldest to its
+ * newest) over the span from the minute's first finished step to its last,
+ * so a minute busy only part of the time is not taken as busy throughout.
+ * Completions are written in batches that share a time: a sample that is one
+ * batch has no rate, and counts as what it is, a lower bound.
+ */
+function minuteOf(row: ThroughputRow): DashboardThroughput['minutes'][number] {
+  const { sampled, completed, failed } = row;
+  if (sampled < THROUGHPUT_MINUTE_SAMPLE || row.first_to_oldest_s === null || row.first_to_newest_s === null) {
+    return { at: row.minute, completed, failed, estimated: false };
+  }
+  const sampleSpan = row.first_to_newest_s - row.first_to_oldest_s;
+  const total =
+    sampleSpan > 0
+      ? Math.max(sampled, Math.round(((sampled - row.at_newest!) / sampleSpan) * row.first_to_newest_s) + row.at_newest!)
+      : sampled;
+  return {
+    at: row.minute,
+    completed: Math.round((total * completed) / sampled),
+    failed: Math.round((total * failed) / sampled),
+    estimated: true,
+  };
+}
+
+/** The runs list's filters as its statements take them: a time range as a range of run ids. */
+export function runListFilters(filters: RunFilters): RunListFilters {
+  const search = filters.search;
+  return [
+    filters.state,
+    filters.kind,
+    filters.queue,
+    filters.from ? uuid7Floor(filters.from.getTime()) : null,
+    filters.to ? uuid7Floor(filters.to.getTime() + 1) : null,
+    search,
+    search !== null && isRunId(search) ? search.toLowerCase() : null,
+  ];
 }
 
 function toSummary(row: RunListRow): DashboardRunSummary {

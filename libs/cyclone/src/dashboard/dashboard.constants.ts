@@ -17,3 +17,12 @@ export const MAX_PAGE_SIZE = 200;
  */
 export const THROUGHPUT_WINDOW_SECONDS = 300;
 export const THROUGHPUT_SAMPLE = 1_000;
+
+/** A queue's chart reads at most this many of each minute's latest finished steps (QUEUE_THROUGHPUT). */
+export const THROUGHPUT_MINUTE_SAMPLE = 100;
+
+/** The most runs one bulk action acts on: more, and the operator narrows the filters. */
+export const BULK_LIMIT = 1_000;
+
+/** The most names a picker offers. */
+export const PICKER_LIMIT = 500;

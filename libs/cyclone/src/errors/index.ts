@@ -1,3 +1,4 @@
+export * from './bulk-count-changed.error.js';
 export * from './cyclone.error.js';
 export * from './csrf-rejected.error.js';
 export * from './dashboard-assets-missing.error.js';

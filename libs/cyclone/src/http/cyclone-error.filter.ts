@@ -16,6 +16,7 @@ export const CYCLONE_ERROR_STATUS: Readonly<Record<string, HttpStatus>> = {
   queue_not_found: HttpStatus.NOT_FOUND,
   duplicate: HttpStatus.CONFLICT,
   invalid_state: HttpStatus.CONFLICT,
+  count_changed: HttpStatus.CONFLICT,
   run_cancelled: HttpStatus.CONFLICT,
   invalid_option: HttpStatus.BAD_REQUEST,
   invalid_input: HttpStatus.BAD_REQUEST,

@@ -130,7 +130,8 @@ export interface RunListRow {
   due_at: Date | null;
 }
 
-export type RunListParams = [
+/** The runs list's filters, the first parameters of its statements and of BULK_TARGETS. */
+export type RunListFilters = [
   state: string | null,
   /** A standalone job's kind or a workflow's name. */
   name: string | null,
@@ -141,6 +142,10 @@ export type RunListParams = [
   /** A unique key, or a run id (`searchId`, when the text is a UUID). */
   searchKey: string | null,
   searchId: string | null,
+];
+
+export type RunListParams = [
+  ...filters: RunListFilters,
   /** The keyset cursor: the last id of the page before. */
   cursor: string | null,
   limit: number,
@@ -200,4 +205,156 @@ SELECT ${RUN_LIST_COLUMNS}
  LIMIT $9`,
     'ASC',
   ),
+);
+
+/**
+ * The runs a bulk action would act on, newest first: those the runs list's
+ * filters match ($1–$7, RunListFilters) in one of the action's states,
+ * created at or before `upTo` (the newest the operator was shown; later runs
+ * are left alone), at most `limit` of them.
+ */
+export const BULK_TARGETS = statement<
+  [...filters: RunListFilters, states: RunState[], upTo: string | null, limit: number],
+  { id: string }
+>(
+  'cyclone_dashboard_bulk_targets',
+  /* sql */ `
+SELECT id
+  FROM cyclone_runs
+ WHERE ${RUN_LIST_FILTERS.trim()}
+   AND state = ANY ($8::text[])
+   AND ($9::uuid IS NULL OR id <= $9)
+ ORDER BY id DESC
+ LIMIT $10`,
+);
+
+export interface ThroughputRow {
+  minute: Date;
+  /** Of the minute's latest finished steps read (at most the sample): how many, and how many completed and failed. */
+  sampled: number;
+  completed: number;
+  failed: number;
+  /**
+   * When the sample is full, the seconds from the minute's first finished
+   * step to the sample's oldest and newest, and how many of the sample
+   * finished at its newest instant (one completion batch shares a time).
+   */
+  first_to_oldest_s: number | null;
+  first_to_newest_s: number | null;
+  at_newest: number | null;
+}
+
+/**
+ * A queue's finished steps per minute over the last hour. Each minute reads
+ * at most `sample` of its latest finished steps from cyclone_steps_finished,
+ * and, when that many finished, the time of its first: a minute with fewer
+ * is counted exactly, a busier one is estimated from the sample's rate over
+ * the span from its first to its last finished step (see
+ * DashboardReader.throughput). So the chart costs sixty short index scans and
+ * at most sixty samples of rows (each a heap page at worst), however many
+ * steps finished.
+ */
+export const QUEUE_THROUGHPUT = statement<[queue: string, sample: number], ThroughputRow>(
+  'cyclone_dashboard_queue_throughput',
+  /* sql */ `
+SELECT m.minute, t.sampled, t.completed, t.failed,
+       extract(epoch FROM t.oldest - f.first)::float8 AS first_to_oldest_s,
+       extract(epoch FROM t.newest - f.first)::float8 AS first_to_newest_s,
+       t.at_newest
+  -- Sixty minutes from a series of integers, which the planner counts right: from one of
+  -- timestamps it would expect a thousand, and the cost it then adds up would bring in the JIT.
+  FROM (SELECT date_trunc('minute', now()) - k * interval '1 minute' AS minute FROM generate_series(0, 59) AS k) m
+ CROSS JOIN LATERAL (
+   SELECT count(*)::int AS sampled,
+          count(*) FILTER (WHERE x.state = 'completed')::int AS completed,
+          count(*) FILTER (WHERE x.state = 'discarded')::int AS failed,
+          min(x.finished_at) AS oldest, max(x.finished_at) AS newest,
+          count(*) FILTER (WHERE x.finished_at = x.newest)::int AS at_newest
+     FROM (SELECT l.*, max(l.finished_at) OVER () AS newest
+             FROM (SELECT s.state, s.finished_at
+                     FROM cyclone_steps s
+                    WHERE s.queue = $1 AND s.state IN ('completed', 'discarded')
+                      AND s.finished_at >= m.minute AND s.finished_at < m.minute + interval '1 minute'
+                    ORDER BY s.finished_at DESC
+                    LIMIT $2) l) x
+ ) t
+ LEFT JOIN LATERAL (
+   SELECT s.finished_at AS first
+     FROM cyclone_steps s
+    WHERE t.sampled >= $2 AND s.queue = $1 AND s.state IN ('completed', 'discarded')
+      AND s.finished_at >= m.minute AND s.finished_at < m.minute + interval '1 minute'
+    ORDER BY s.finished_at
+    LIMIT 1
+ ) f ON true
+ ORDER BY m.minute`,
+);
+
+/**
+ * The names the runs page offers in its pickers: the kinds (and workflow
+ * names) and the queues that have runs, read by a loose index scan (one
+ * index descent a name), and those the clients registered or serve, or
+ * that are paused. At most `limit` of each.
+ */
+export const PICKER_NAMES = statement<[limit: number], { kinds: string[]; queues: string[] }>(
+  'cyclone_dashboard_picker_names',
+  /* sql */ `
+WITH RECURSIVE run_names (name, n) AS (
+  (SELECT COALESCE(kind, workflow), 1 FROM cyclone_runs ORDER BY COALESCE(kind, workflow) LIMIT 1)
+  UNION ALL
+  SELECT (SELECT COALESCE(r.kind, r.workflow) FROM cyclone_runs r
+           WHERE COALESCE(r.kind, r.workflow) > p.name ORDER BY COALESCE(r.kind, r.workflow) LIMIT 1), p.n + 1
+    FROM run_names p
+   WHERE p.name IS NOT NULL AND p.n < $1
+), run_queues (queue, n) AS (
+  (SELECT queue, 1 FROM cyclone_runs ORDER BY queue LIMIT 1)
+  UNION ALL
+  SELECT (SELECT r.queue FROM cyclone_runs r WHERE r.queue > p.queue ORDER BY r.queue LIMIT 1), p.n + 1
+    FROM run_queues p
+   WHERE p.queue IS NOT NULL AND p.n < $1
+), kinds AS (
+  SELECT name FROM run_names WHERE name IS NOT NULL
+  UNION SELECT kind FROM cyclone_step_kinds
+), queues AS (
+  SELECT queue FROM run_queues WHERE queue IS NOT NULL
+  UNION SELECT queue FROM cyclone_step_kinds
+  UNION SELECT queue FROM cyclone_queues
+  UNION SELECT jsonb_object_keys(queues) FROM cyclone_clients
+  UNION SELECT queue FROM cyclone_paused_queues
+)
+SELECT ARRAY(SELECT name FROM kinds ORDER BY name LIMIT $1) AS kinds,
+       ARRAY(SELECT queue FROM queues ORDER BY queue LIMIT $1) AS queues`,
+);
+
+export interface ClientRow {
+  id: string;
+  host: string;
+  pid: number;
+  /** Slots per queue it serves. */
+  queues: Record<string, number>;
+  info: { version?: string };
+  started_at: Date;
+  heartbeat_at: Date;
+  /** Its running steps per queue, counted from their leases. */
+  running: Record<string, number>;
+}
+
+/**
+ * The clients running now: those that refreshed their row within `staleMs`,
+ * with how many steps each runs per queue, counted from the leases (the
+ * running steps are few: at most the slots of every client).
+ */
+export const LIST_CLIENTS = statement<[staleMs: number], ClientRow>(
+  'cyclone_dashboard_clients',
+  /* sql */ `
+WITH running AS (
+  SELECT lease_owner, jsonb_object_agg(queue, n) AS running
+    FROM (SELECT lease_owner, queue, count(*)::int AS n FROM cyclone_steps
+           WHERE lease_expiry IS NOT NULL AND state = 'running'
+           GROUP BY lease_owner, queue) r
+   GROUP BY lease_owner
+)
+SELECT c.id, c.host, c.pid, c.queues, c.info, c.started_at, c.heartbeat_at, COALESCE(r.running, '{}') AS running
+  FROM cyclone_clients c LEFT JOIN running r ON r.lease_owner = c.id
+ WHERE c.heartbeat_at > now() - $1 * interval '1 millisecond'
+ ORDER BY c.host, c.started_at, c.id`,
 );

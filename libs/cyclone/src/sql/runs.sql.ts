@@ -129,10 +129,13 @@ export const RETRY_STEPS = statement<[runId: string, nodeId: string | null], { r
   /* sql */ `SELECT cyclone_retry_steps($1, $2) AS reopened`,
 );
 
-/** Step state of one node, to explain a retry that reopened nothing. */
-export const STEP_STATE = statement<[runId: string, nodeId: string], { state: StepState }>(
+/** One node's state, and whether it is due, to explain an action (retry, run now) that changed nothing. */
+export const STEP_STATE = statement<
+  [runId: string, nodeId: string],
+  { state: StepState; paused_state: StepState | null; node_type: string; due: boolean }
+>(
   'cyclone_step_state',
-  /* sql */ `SELECT state FROM cyclone_steps WHERE run_id = $1 AND node_id = $2`,
+  /* sql */ `SELECT state, paused_state, node_type, scheduled_at <= now() AS due FROM cyclone_steps WHERE run_id = $1 AND node_id = $2`,
 );
 
 /**
@@ -142,4 +145,23 @@ export const STEP_STATE = statement<[runId: string, nodeId: string], { state: St
 export const WATCH_RUN = statement<[runId: string]>(
   'cyclone_watch_run',
   /* sql */ `UPDATE cyclone_runs SET notify_finish = true WHERE id = $1 AND NOT notify_finish`,
+);
+
+/**
+ * Makes a node that waits to run (a delay, a retry's backoff, a snooze) due
+ * now, without consuming an attempt: only its due time changes. A node of a
+ * paused run is due once the run resumes. Wakes the queue's workers.
+ * Returns the node's queue, or no row when it was not waiting to run.
+ */
+export const RUN_NOW = statement<[runId: string, nodeId: string], { queue: string }>(
+  'cyclone_run_now',
+  /* sql */ `
+WITH due AS (
+  UPDATE cyclone_steps
+     SET scheduled_at = now(), updated_at = now()
+   WHERE run_id = $1 AND node_id = $2 AND node_type = 'step' AND scheduled_at > now()
+     AND (state = 'available' OR (state = 'paused' AND paused_state = 'available'))
+  RETURNING queue, state
+)
+SELECT queue, CASE WHEN state = 'available' THEN pg_notify('cyclone_wake', queue) END AS wake FROM due`,
 );
