@@ -1,7 +1,7 @@
 import { describe, it, expect } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { PermanentError, Step, type StepAttempt, type StepContext } from 'cyclone-nestjs';
-import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { RecoverySweeper, type RecoveryOutcome } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
 import { RetentionSweeper } from '../libs/cyclone/src/maintenance/retention.sweeper.js';
 import { MAX_ERROR_TEXT } from '../libs/cyclone/src/common/storable-text.js';
@@ -146,7 +146,8 @@ describe('attempt history', () => {
     await env.runUntilComplete(runId);
     const [late, onTime] = await attemptsOf(env, runId);
     expect(late).toMatchObject({ attempt: 1, outcome: 'timed_out', errorKind: 'timeout', worker: ownerOf(env) });
-    expect(late.error).toMatch(/timed out after 300 ms/);
+    // Its worker records it, unless (on a loaded machine) the sweep of its own client gets there first.
+    expect(late.error).toMatch(/timed out after (300 ms|00:00:00\.3 \(recovered by the sweep\))/);
     expect(onTime).toMatchObject({ attempt: 2, outcome: 'completed' });
 
     // A worker that died with the step: its lease is live, but its timeout runs out on the database clock.
@@ -214,6 +215,18 @@ describe('attempt history', () => {
     expect(await attemptsOf(env, runId)).toEqual([
       { attempt: 1, startedAt: expect.any(Date), finishedAt: expect.any(Date), outcome: 'cancelled', worker: ownerOf(env) },
     ]);
+  });
+
+  it('a hand-back at shutdown ends no attempt: the step runs again with the same number', async () => {
+    const observer = await createEnv({ runWorkers: false });
+    // Closed by the test: its shutdown is what is tested.
+    const worker = await CycloneTestEnv.create({ providers: [AttemptSteps], databaseUrl: observer.databaseUrl, isolate: false, shutdownTimeout: 100 });
+    const runId = await observer.client.enqueue('stranded', null, { timeout: '1h' });
+    await probe.call(runId);
+    await worker.close();
+    const step = await stepOf(observer, runId);
+    expect(step).toMatchObject({ state: 'available', attempt: 1, reclaims: 0 });
+    expect(step.attempts).toEqual([]);
   });
 
   it('a snooze ends an attempt without consuming it; only the last 20 attempts are kept', async () => {

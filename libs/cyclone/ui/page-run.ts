@@ -5,10 +5,8 @@ import { h, show, type Child } from './dom.js';
 import { between, duration, jsonBlock, outcomeBadge, progressView, scheduledBadge, shownState, stateBadge, time, timeCell } from './format.js';
 import { actionButton, emptyState, link, poll, problem, type PageContext, type PageStop } from './page.js';
 
-/** Step states nothing moves out of (unless a retry reopens them). */
+/** Step states nothing moves out of (unless a retry reopens them), and the outcomes of attempts that end in them. */
 const TERMINAL_STEP = new Set(['completed', 'discarded', 'cancelled']);
-/** Outcomes of the attempt that finished its node: the timeline shows the node's finish instead. */
-const TERMINAL_OUTCOMES = new Set(['completed', 'discarded', 'cancelled']);
 /** A finished run changes only when someone retries it: its page refreshes less often. */
 const FINISHED_RUN = new Set(['completed', 'failed', 'cancelled']);
 
@@ -251,7 +249,7 @@ function timeline({ run, steps }: RunAnswer): HTMLElement {
     for (const attempt of step.attempts) {
       events.push({ at: attempt.startedAt, what: [node(), ` started (attempt ${attempt.attempt})`] });
       // An attempt that finished the node shows as the node's own finish below.
-      if (attempt.finishedAt !== null && attempt.outcome !== null && !TERMINAL_OUTCOMES.has(attempt.outcome)) {
+      if (attempt.finishedAt !== null && attempt.outcome !== null && !TERMINAL_STEP.has(attempt.outcome)) {
         events.push({ at: attempt.finishedAt, what: [node(), ' attempt ', outcomeBadge(attempt.outcome)] });
       }
     }
