@@ -37,6 +37,13 @@ export class CycloneDatabase implements OnApplicationShutdown {
       ? describeUrl(options.connectionString)
       : `${options.host ?? 'localhost'}:${options.port ?? 5432}/${options.database ?? ''}`;
     this.outage = new OutageLog(this.where, this.logger);
+    // pg raises a client's 'error' with no listener as an uncaught exception.
+    // The pool listens while a connection is idle and its borrower once it
+    // holds it, but one TCP read can carry a new connection's readiness and
+    // the server's 57P01 at shutdown together: the error then comes before the
+    // borrower's listener. Heard here, it is the outage it is; the connection
+    // is unusable, so its next query fails and the pool drops it.
+    pool.on('connect', (client) => client.on('error', (err) => this.outage.failed(err.message)));
   }
 
   /**
@@ -92,6 +99,7 @@ export class CycloneDatabase implements OnApplicationShutdown {
    * 'error' that would otherwise crash the process.
    */
   async withConnection<T>(use: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const began = Date.now();
     const client = await this.connect();
     let released = false;
     const release = (err?: Error) => {
@@ -105,13 +113,13 @@ export class CycloneDatabase implements OnApplicationShutdown {
     try {
       const result = await use(client);
       release();
-      this.outage.succeeded();
+      this.outage.succeeded(began);
       return result;
     } catch (err) {
       const lost = isConnectionLost(err);
       release(lost ? (err as Error) : undefined);
       if (lost) this.outage.failed((err as Error).message);
-      else this.outage.succeeded();
+      else this.outage.succeeded(began);
       throw err;
     }
   }
