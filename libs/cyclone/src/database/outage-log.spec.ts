@@ -36,6 +36,9 @@ describe('OutageLog', () => {
     }
     expect(lines).toHaveLength(2);
     expect(lines[1]).toEqual(['warn', 'PostgreSQL at db.internal:5432/app is still unreachable after 60 s (60 calls failed since the last report; the latest: connect ECONNREFUSED).']);
+    // A call under way since before the outage began ends nothing.
+    log.succeeded(Date.UTC(2026, 0, 1) - 1);
+    expect(log.isDown).toBe(true);
     log.succeeded();
     log.succeeded();
     expect(log.isDown).toBe(false);

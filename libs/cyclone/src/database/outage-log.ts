@@ -44,9 +44,13 @@ export class OutageLog {
     }
   }
 
-  /** A call got through: an outage, if there was one, is over. */
-  succeeded(): void {
-    if (this.since === null) return;
+  /**
+   * A call that began at `began` (`Date.now()`) got through: an outage that
+   * began before it is over. A call already under way when the outage began
+   * (a statement that finished as the server went) says nothing of it.
+   */
+  succeeded(began = Date.now()): void {
+    if (this.since === null || began <= this.since) return;
     this.logger.log(messages.databaseBack(this.where, Date.now() - this.since));
     this.since = null;
   }
