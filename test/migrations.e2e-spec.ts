@@ -69,8 +69,11 @@ describe('migrationsRun', () => {
     const app = await harness.start(appModule(db.url));
     expect(await existingTables(db.url)).toEqual([...CYCLONE_TABLES].sort());
     expect(await appliedVersions(db.url)).toEqual(ALL_VERSIONS);
-    // Versions count up from 1 in the order the migrations run.
-    expect(ALL_VERSIONS).toEqual(ALL_VERSIONS.map((_, i) => i + 1));
+    // Versions count up from 1 in the order the migrations run (a version
+    // may be held for a branch not merged yet, so they need not be consecutive).
+    expect(ALL_VERSIONS[0]).toBe(1);
+    expect(ALL_VERSIONS).toEqual([...ALL_VERSIONS].sort((a, b) => a - b));
+    expect(new Set(ALL_VERSIONS).size).toBe(ALL_VERSIONS.length);
 
     const client = app.get(CycloneClient);
     const runId = await client.enqueue('echo', { ok: true });

@@ -75,6 +75,8 @@ CREATE TABLE cyclone_runs (
   delete_after timestamp with time zone,
   notify_finish boolean NOT NULL DEFAULT false,
   trace_context jsonb,
+  version integer,
+  parent_id uuid,
   CONSTRAINT cyclone_runs_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'completed'::text, 'failed'::text, 'cancelled'::text]))),
   CONSTRAINT cyclone_runs_pkey PRIMARY KEY (id)
 ) PARTITION BY RANGE (id);
@@ -151,8 +153,10 @@ CREATE TABLE cyclone_steps (
   progress jsonb,
   flow_key text,
   rate_key text,
+  input jsonb,
+  observed integer,
   CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
-  CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text]))),
+  CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text, 'workflow'::text, 'run'::text, 'child'::text, 'result'::text, 'patch'::text]))),
   CONSTRAINT cyclone_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'available'::text, 'running'::text, 'waiting_signal'::text, 'waiting_timer'::text, 'paused'::text, 'completed'::text, 'discarded'::text, 'cancelled'::text]))),
   CONSTRAINT cyclone_steps_pkey PRIMARY KEY (run_id, id),
   CONSTRAINT cyclone_steps_run_id_node_id_key UNIQUE (run_id, node_id)
@@ -171,6 +175,8 @@ CREATE INDEX cyclone_rate_buckets_expires ON cyclone_rate_buckets USING btree (e
 CREATE INDEX cyclone_runs_delete_after ON cyclone_runs USING btree (delete_after) WHERE (delete_after IS NOT NULL);
 
 CREATE INDEX cyclone_runs_name ON cyclone_runs USING btree (COALESCE(kind, workflow), id);
+
+CREATE INDEX cyclone_runs_parent ON cyclone_runs USING btree (parent_id) WHERE (parent_id IS NOT NULL);
 
 CREATE INDEX cyclone_runs_queue ON cyclone_runs USING btree (queue, id);
 
@@ -192,14 +198,17 @@ CREATE INDEX cyclone_steps_lease ON cyclone_steps USING btree (lease_expiry) WHE
 
 CREATE INDEX cyclone_steps_wake ON cyclone_steps USING btree (wake_at) WHERE ((wake_at IS NOT NULL) AND (state = ANY (ARRAY['waiting_timer'::text, 'waiting_signal'::text])));
 
+CREATE INDEX cyclone_steps_workflows ON cyclone_steps USING btree (queue, priority DESC, scheduled_at, id) WHERE ((state = 'available'::text) AND (node_type = 'workflow'::text));
+
 CREATE OR REPLACE FUNCTION cyclone_cancel_run(p_run_id uuid)
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_state text;
+  v_state  text;
+  v_parent uuid;
 BEGIN
-  SELECT state INTO v_state FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
+  SELECT state, parent_id INTO v_state, v_parent FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
   IF v_state IS NULL OR v_state IN ('completed', 'cancelled') THEN
     RETURN v_state;
   END IF;
@@ -215,11 +224,10 @@ BEGIN
      SET state = 'cancelled', paused_state = NULL, lease_expiry = NULL,
          finished_at = now(), updated_at = now()
    WHERE run_id = p_run_id AND state NOT IN ('completed', 'discarded', 'cancelled');
-
-  UPDATE cyclone_runs
-     SET state = 'cancelled', updated_at = now(), finished_at = now(), delete_after = now() + retention
-   WHERE id = p_run_id;
   DELETE FROM cyclone_unique_keys WHERE run_id = p_run_id;
+  IF v_parent IS NOT NULL THEN
+    PERFORM cyclone_deliver_results(ARRAY[p_run_id]);
+  END IF;
   PERFORM pg_notify('cyclone_run_finished', p_run_id::text);
   RETURN v_state;
 END $function$;
@@ -347,7 +355,7 @@ BEGIN
      WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id AND s.run_id >= v_low AND r.id >= v_low
     RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
               (extract(epoch FROM s.timeout) * 1000)::bigint,
-              r.input,
+              coalesce(s.input, r.input),
               CASE WHEN cardinality(s.depends_on) > 0 THEN
                 (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                   WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))
@@ -524,6 +532,42 @@ BEGIN
   RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_claim_workflows(p_queue text, p_workflows text[], p_versions integer[], p_limit integer, p_owner text, p_lease_ttl_ms bigint)
+ RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
+ LANGUAGE plpgsql
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_low    uuid;
+  v_paused boolean;
+  v_runs   uuid[];
+  v_ids    bigint[];
+BEGIN
+  SELECT f.low, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
+    INTO v_low, v_paused FROM cyclone_claim_floor f;
+  IF v_paused THEN
+    RETURN;
+  END IF;
+  SELECT array_agg(c.run_id), array_agg(c.id) INTO v_runs, v_ids
+    FROM (SELECT s.run_id, s.id
+            FROM cyclone_steps s
+            JOIN unnest(p_workflows, p_versions) AS w(name, version) ON w.name = s.kind
+            JOIN cyclone_runs r ON r.id = s.run_id AND r.id >= v_low
+           WHERE s.state = 'available' AND s.node_type = 'workflow' AND s.queue = p_queue
+             AND s.scheduled_at <= now() AND s.run_id >= v_low AND r.version <= w.version
+           ORDER BY s.priority DESC, s.scheduled_at, s.id
+           LIMIT p_limit
+             FOR UPDATE OF s SKIP LOCKED) c;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[], p_outputs jsonb[])
  RETURNS TABLE(id bigint, generation bigint)
  LANGUAGE plpgsql
@@ -540,6 +584,7 @@ DECLARE
   v_gens   bigint[];
   v_done   uuid[];
   v_notify uuid[];
+  v_child  uuid[];
 BEGIN
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
   PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE;
@@ -561,18 +606,23 @@ BEGIN
 
   -- A standalone job's run completes with its one step: no routing, no
   -- counting of its steps. (A paused run may complete: nothing is left to hold.)
+  -- A job a code workflow started as its child tells its parent.
   WITH finished AS (
     UPDATE cyclone_runs r
        SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
      WHERE r.id = ANY (v_runs) AND r.id >= v_lo AND r.workflow IS NULL AND r.state IN ('running', 'paused')
-    RETURNING r.id, r.notify_finish, r.unique_key
+    RETURNING r.id, r.notify_finish, r.unique_key, r.parent_id
   ), freed AS (
     DELETE FROM cyclone_unique_keys k
      USING finished f
      WHERE f.unique_key IS NOT NULL AND k.unique_key = f.unique_key AND k.run_id = f.id
   )
-  SELECT array_agg(f.id), array_agg(f.id) FILTER (WHERE f.notify_finish) INTO v_done, v_notify FROM finished f;
+  SELECT array_agg(f.id), array_agg(f.id) FILTER (WHERE f.notify_finish), array_agg(f.id) FILTER (WHERE f.parent_id IS NOT NULL)
+    INTO v_done, v_notify, v_child FROM finished f;
   PERFORM pg_notify('cyclone_run_finished', finished_id::text) FROM unnest(v_notify) AS finished_id;
+  IF v_child IS NOT NULL THEN
+    PERFORM cyclone_deliver_results(v_child);
+  END IF;
 
   -- The rest are workflow runs: route below the completed nodes, then settle.
   v_runs := ARRAY(SELECT unnest(v_runs) EXCEPT SELECT unnest(v_done));
@@ -581,6 +631,34 @@ BEGIN
     PERFORM cyclone_settle_runs(v_runs);
   END IF;
   RETURN QUERY SELECT * FROM unnest(v_ids, v_gens);
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_deliver_results(p_run_ids uuid[])
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_parents uuid[];
+BEGIN
+  WITH finished AS (
+    SELECT c.id, c.parent_id, c.state FROM cyclone_runs c JOIN cyclone_runs p ON p.id = c.parent_id
+     WHERE c.id = ANY (p_run_ids) AND c.state IN ('completed', 'failed', 'cancelled') AND p.state <> 'cancelled'
+  ), delivered AS (
+    UPDATE cyclone_steps s
+       SET state = CASE WHEN f.state = 'completed' THEN 'completed' ELSE 'discarded' END, paused_state = NULL,
+           output = CASE WHEN f.state = 'completed' THEN cyclone_run_output(f.id) END,
+           error = CASE WHEN f.state <> 'completed' THEN cyclone_run_failure(f.id) END,
+           error_kind = CASE WHEN f.state <> 'completed' THEN 'error' END,
+           finished_at = now(), updated_at = now()
+      FROM finished f
+     WHERE s.run_id = f.parent_id AND s.node_id = f.id::text AND s.node_type = 'result'
+       AND (s.state = 'waiting_signal' OR (s.state = 'paused' AND s.paused_state = 'waiting_signal'))
+    RETURNING s.run_id
+  )
+  SELECT array_agg(DISTINCT run_id) INTO v_parents FROM delivered;
+  IF v_parents IS NOT NULL THEN
+    PERFORM cyclone_wake_workflows(v_parents);
+  END IF;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_drop_partitions(p_older_than timestamp with time zone)
@@ -880,6 +958,7 @@ BEGIN
                                  p_error, v_error_kind, p_stack);
 
   IF v_state = 'discarded' THEN
+    PERFORM cyclone_release_successors(ARRAY[v_run_id]);
     PERFORM cyclone_settle_run(v_run_id);
   END IF;
   RETURN v_state;
@@ -903,7 +982,12 @@ BEGIN
     RETURN NULL;
   END IF;
 
-  IF v_step.state = 'waiting_timer' THEN
+  IF v_step.node_type = 'run' THEN
+    UPDATE cyclone_steps SET state = 'pending', wake_at = NULL, updated_at = now()
+     WHERE run_id = p_run_id AND id = p_step_id;
+    PERFORM cyclone_release_successors(ARRAY[v_run_id]);
+    RETURN 'retry_due';
+  ELSIF v_step.state = 'waiting_timer' THEN
     v_outcome := 'slept';
   ELSIF (SELECT graph #>> ARRAY['nodes', v_step.node_id, 'onTimeout'] FROM cyclone_runs WHERE id = v_run_id) = 'continue' THEN
     v_outcome := 'continued';
@@ -1009,6 +1093,38 @@ BEGIN
   RETURN cyclone_month_floor(least(date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month',
     cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id LIMIT 1)),
     cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id LIMIT 1))));
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_load_history(p_run_id uuid, p_node_id text, p_owner text, p_generation bigint)
+ RETURNS TABLE(node_id text, node_type text, kind text, state text, output jsonb, error text, error_kind text, attempt integer, max_attempts integer, observed integer, version integer)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_next integer;
+BEGIN
+  -- The pass's own node, locked: a holder that lost the lease numbers nothing.
+  PERFORM 1 FROM cyclone_steps w
+   WHERE w.run_id = p_run_id AND w.node_id = p_node_id AND w.state = 'running'
+     AND w.lease_owner = p_owner AND w.lease_generation = p_generation
+     FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  SELECT coalesce(max(s.observed), 0) + 1 INTO v_next FROM cyclone_steps s WHERE s.run_id = p_run_id;
+  UPDATE cyclone_steps s
+     SET observed = v_next + o.n - 1
+    FROM (SELECT u.id, row_number() OVER (ORDER BY u.finished_at, u.id) AS n
+            FROM cyclone_steps u
+           WHERE u.run_id = p_run_id AND u.observed IS NULL AND u.node_type <> 'workflow'
+             AND u.state IN ('completed', 'discarded', 'cancelled')) o
+   WHERE s.run_id = p_run_id AND s.id = o.id;
+  RETURN QUERY
+  SELECT s.node_id, s.node_type, s.kind, s.state, s.output, s.error, s.error_kind, s.attempt, s.max_attempts, s.observed,
+         CASE WHEN s.node_type = 'workflow' THEN (SELECT r.version FROM cyclone_runs r WHERE r.id = p_run_id) END
+    FROM cyclone_steps s
+   WHERE s.run_id = p_run_id
+   ORDER BY s.node_type <> 'workflow', s.id;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_lock_flow(p_scope text)
@@ -1321,10 +1437,13 @@ CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[])
 AS $function$
 DECLARE
   v_lo       uuid := cyclone_lowest_id(p_run_ids);
-  v_runs     uuid[] := ARRAY(SELECT id FROM cyclone_runs WHERE id = ANY (p_run_ids) AND id >= v_lo AND workflow IS NOT NULL);
+  v_runs     uuid[];
+  v_code     uuid[];
   v_woken    text[];
   v_consumed integer;
 BEGIN
+  SELECT coalesce(array_agg(id), '{}'), array_agg(id) FILTER (WHERE version IS NOT NULL) INTO v_runs, v_code
+    FROM cyclone_runs WHERE id = ANY (p_run_ids) AND id >= v_lo AND workflow IS NOT NULL;
   IF cardinality(v_runs) = 0 THEN
     RETURN;
   END IF;
@@ -1339,7 +1458,7 @@ BEGIN
              END AS wake_at
         FROM cyclone_steps s
         JOIN cyclone_runs r ON r.id = s.run_id AND r.id >= v_lo
-       WHERE s.run_id = ANY (v_runs) AND s.run_id >= v_lo
+       WHERE s.run_id = ANY (v_runs) AND s.run_id >= v_lo AND r.version IS NULL
          AND s.state = 'pending'
          AND NOT EXISTS (
            SELECT 1 FROM cyclone_steps u
@@ -1366,6 +1485,9 @@ BEGIN
     GET DIAGNOSTICS v_consumed = ROW_COUNT;
     EXIT WHEN v_consumed = 0;
   END LOOP;
+  IF v_code IS NOT NULL THEN
+    PERFORM cyclone_wake_workflows(v_code);
+  END IF;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_resume_run(p_run_id uuid)
@@ -1402,29 +1524,43 @@ CREATE OR REPLACE FUNCTION cyclone_retry_steps(p_run_id uuid, p_node_id text)
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_state text;
-  v_count integer;
+  v_state    text;
+  v_workflow text;
+  v_code     boolean;
+  v_count    integer;
+  v_woken    text[];
 BEGIN
-  SELECT state INTO v_state FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
+  SELECT state, workflow, version IS NOT NULL INTO v_state, v_workflow, v_code FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
   IF v_state IS NULL THEN
     RETURN -1;
   END IF;
   IF v_state = 'cancelled' THEN
     RETURN 0;
   END IF;
+  IF v_code AND NOT EXISTS (SELECT 1 FROM cyclone_steps
+                             WHERE run_id = p_run_id AND node_id = v_workflow AND state = 'discarded') THEN
+    RETURN 0;
+  END IF;
 
-  UPDATE cyclone_steps
-     SET state        = CASE WHEN v_state = 'paused' THEN 'paused' WHEN node_type = 'step' THEN 'available'
-                             ELSE 'pending' END,
-         paused_state = CASE WHEN v_state = 'paused' THEN
-                          CASE WHEN node_type = 'step' THEN 'available' ELSE 'pending' END END,
-         attempt      = CASE WHEN error_kind = 'reclaim_limit' THEN attempt ELSE attempt + 1 END,
-         max_attempts = CASE WHEN error_kind = 'reclaim_limit' THEN attempt ELSE attempt + 1 END,
-         reclaims     = CASE WHEN error_kind = 'reclaim_limit' THEN 0 ELSE reclaims END,
-         error = NULL, error_kind = NULL, finished_at = NULL,
-         scheduled_at = now(), updated_at = now()
-   WHERE run_id = p_run_id AND state = 'discarded' AND (p_node_id IS NULL OR node_id = p_node_id);
-  GET DIAGNOSTICS v_count = ROW_COUNT;
+  WITH reopened AS (
+    UPDATE cyclone_steps
+       SET state        = CASE WHEN v_state = 'paused' THEN 'paused' WHEN node_type IN ('step', 'workflow') THEN 'available'
+                               ELSE 'pending' END,
+           paused_state = CASE WHEN v_state = 'paused' THEN
+                            CASE WHEN node_type IN ('step', 'workflow') THEN 'available' ELSE 'pending' END END,
+           attempt      = CASE WHEN state = 'cancelled' OR error_kind = 'reclaim_limit' THEN attempt ELSE attempt + 1 END,
+           max_attempts = CASE WHEN state = 'cancelled' THEN max_attempts
+                               WHEN error_kind = 'reclaim_limit' THEN attempt ELSE attempt + 1 END,
+           reclaims     = CASE WHEN error_kind = 'reclaim_limit' THEN 0 ELSE reclaims END,
+           depends_on   = CASE WHEN node_type = 'workflow' THEN '{}' ELSE depends_on END,
+           error = NULL, error_kind = NULL, finished_at = NULL, observed = NULL,
+           scheduled_at = now(), updated_at = now()
+     WHERE run_id = p_run_id
+       AND ((state = 'discarded' AND (p_node_id IS NULL OR node_id = p_node_id OR (v_code AND node_id = v_workflow)))
+            OR (v_code AND state = 'cancelled'))
+    RETURNING queue, state
+  )
+  SELECT count(*), array_agg(DISTINCT queue) FILTER (WHERE state = 'available') INTO v_count, v_woken FROM reopened;
 
   IF v_count > 0 AND v_state = 'failed' THEN
     UPDATE cyclone_runs
@@ -1438,12 +1574,29 @@ BEGIN
     SELECT unique_key, id FROM cyclone_runs WHERE id = p_run_id AND unique_key IS NOT NULL;
   END IF;
   IF v_count > 0 THEN
-    PERFORM pg_notify('cyclone_wake', queue) FROM cyclone_runs WHERE id = p_run_id;
+    PERFORM pg_notify('cyclone_wake', queue) FROM unnest(v_woken) AS queue;
     -- A reopened signal wait waits again, with its full timeout.
     PERFORM cyclone_release_successors(ARRAY[p_run_id]);
   END IF;
   RETURN v_count;
 END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_run_failure(p_run_id uuid)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT CASE r.state
+           WHEN 'cancelled' THEN format('Run %s was cancelled', r.id)
+           ELSE format('Run %s failed: %s', r.id,
+                       (SELECT string_agg(format('%s (%s: %s)', s.node_id, coalesce(s.error_kind, 'error'),
+                                                 coalesce(s.error, 'no message')), '; ' ORDER BY s.id)
+                          FROM cyclone_steps s
+                         WHERE s.run_id = r.id AND s.state = 'discarded'
+                           AND (r.version IS NULL OR s.node_id = r.workflow)))
+         END
+    FROM cyclone_runs r WHERE r.id = p_run_id;
+$function$;
 
 CREATE OR REPLACE FUNCTION cyclone_run_month(p_run_id uuid)
  RETURNS timestamp without time zone
@@ -1452,6 +1605,22 @@ CREATE OR REPLACE FUNCTION cyclone_run_month(p_run_id uuid)
 AS $function$
   SELECT date_trunc('month', to_timestamp(('x' || substr(replace(p_run_id::text, '-', ''), 1, 12))::bit(48)::bigint / 1000.0)
                              AT TIME ZONE 'UTC');
+$function$;
+
+CREATE OR REPLACE FUNCTION cyclone_run_output(p_run_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT CASE
+           WHEN r.kind IS NOT NULL THEN (SELECT s.output FROM cyclone_steps s WHERE s.run_id = r.id LIMIT 1)
+           WHEN r.version IS NOT NULL THEN
+             (SELECT s.output FROM cyclone_steps s WHERE s.run_id = r.id AND s.node_id = r.workflow)
+           ELSE (SELECT jsonb_object_agg(s.node_id, s.output) FROM cyclone_steps s
+                  WHERE s.run_id = r.id
+                    AND NOT EXISTS (SELECT 1 FROM cyclone_steps d WHERE d.run_id = s.run_id AND s.node_id = ANY (d.depends_on)))
+         END
+    FROM cyclone_runs r WHERE r.id = p_run_id;
 $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_set_queue_vacuum(p_steps regclass, p_on boolean)
@@ -1481,8 +1650,10 @@ CREATE OR REPLACE FUNCTION cyclone_settle_runs(p_run_ids uuid[])
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_lo     uuid := cyclone_lowest_id(p_run_ids);
-  v_notify uuid[];
+  v_lo       uuid := cyclone_lowest_id(p_run_ids);
+  v_notify   uuid[];
+  v_code     uuid[];
+  v_children uuid[];
 BEGIN
   WITH next AS (
     SELECT r.id,
@@ -1495,20 +1666,42 @@ BEGIN
       FROM cyclone_runs r
       JOIN cyclone_steps s ON s.run_id = r.id
      WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo AND s.run_id >= v_lo AND r.state IN ('running', 'paused')
+       AND r.version IS NULL
      GROUP BY r.id, r.state
+    UNION ALL
+    SELECT r.id,
+           CASE
+             WHEN w.state = 'completed' THEN 'completed'
+             WHEN r.state = 'running' AND w.state = 'discarded' THEN 'failed'
+           END
+      FROM cyclone_runs r
+      JOIN cyclone_steps w ON w.run_id = r.id AND w.node_id = r.workflow
+     WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo AND w.run_id >= v_lo AND r.state IN ('running', 'paused')
+       AND r.version IS NOT NULL
   ), settled AS (
     UPDATE cyclone_runs r
        SET state = next.state, updated_at = now(), finished_at = now(), delete_after = now() + r.retention
       FROM next
      WHERE r.id = next.id AND r.id >= v_lo AND next.state IS NOT NULL
-    RETURNING r.id, r.notify_finish, r.unique_key
+    RETURNING r.id, r.notify_finish, r.unique_key, r.version, r.parent_id
   ), freed AS (
     -- A finished run gives its unique key up.
     DELETE FROM cyclone_unique_keys k
      USING settled
      WHERE settled.unique_key IS NOT NULL AND k.unique_key = settled.unique_key AND k.run_id = settled.id
   )
-  SELECT array_agg(settled.id) FILTER (WHERE settled.notify_finish) INTO v_notify FROM settled;
+  SELECT array_agg(settled.id) FILTER (WHERE settled.notify_finish),
+         array_agg(settled.id) FILTER (WHERE settled.version IS NOT NULL),
+         array_agg(settled.id) FILTER (WHERE settled.parent_id IS NOT NULL)
+    INTO v_notify, v_code, v_children FROM settled;
+  IF v_code IS NOT NULL THEN
+    UPDATE cyclone_steps
+       SET state = 'cancelled', paused_state = NULL, lease_expiry = NULL, finished_at = now(), updated_at = now()
+     WHERE run_id = ANY (v_code) AND run_id >= v_lo AND state NOT IN ('completed', 'discarded', 'cancelled');
+  END IF;
+  IF v_children IS NOT NULL THEN
+    PERFORM cyclone_deliver_results(v_children);
+  END IF;
   PERFORM pg_notify('cyclone_run_finished', finished_id::text) FROM unnest(v_notify) AS finished_id;
 END $function$;
 
@@ -1518,19 +1711,25 @@ CREATE OR REPLACE FUNCTION cyclone_signal(p_run_id uuid, p_name text, p_payload 
 AS $function$
 DECLARE
   v_run_state text;
+  v_workflow  text;
+  v_version   integer;
   v_step      cyclone_steps%ROWTYPE;
 BEGIN
-  SELECT state INTO v_run_state FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
+  SELECT state, workflow, version INTO v_run_state, v_workflow, v_version FROM cyclone_runs WHERE id = p_run_id FOR UPDATE;
   IF v_run_state IS NULL THEN
     RETURN 'run_not_found';
   END IF;
   IF v_run_state IN ('completed', 'failed', 'cancelled') THEN
     RETURN 'run_' || v_run_state;
   END IF;
-  SELECT * INTO v_step FROM cyclone_steps
-   WHERE run_id = p_run_id AND node_id = p_name AND node_type = 'signal'
-     FOR UPDATE;
-  IF NOT FOUND THEN
+  SELECT * INTO v_step FROM cyclone_steps WHERE run_id = p_run_id AND node_id = p_name FOR UPDATE;
+  IF NOT FOUND AND v_version IS NOT NULL THEN
+    UPDATE cyclone_steps
+       SET signal = coalesce(signal, '{}') || jsonb_build_object(p_name, p_payload), updated_at = now()
+     WHERE run_id = p_run_id AND node_id = v_workflow AND NOT coalesce(signal ? p_name, false);
+    RETURN CASE WHEN FOUND THEN 'stored' ELSE 'already_signalled' END;
+  END IF;
+  IF v_step.node_type IS DISTINCT FROM 'signal' THEN
     RETURN 'unknown_signal';
   END IF;
   IF v_step.signalled_at IS NOT NULL OR v_step.state = 'completed' THEN
@@ -1575,6 +1774,28 @@ BEGIN
   RETURN true;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_start_code_workflow(p_run_id uuid, p_workflow text, p_version integer, p_input jsonb, p_queue text, p_priority smallint, p_unique_key text, p_retention_ms bigint, p_max_attempts integer, p_max_reclaims integer, p_timeout_ms bigint, p_backoff_ms bigint[], p_trace_context jsonb, p_parent_id uuid)
+ RETURNS uuid
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF p_unique_key IS NOT NULL THEN
+    INSERT INTO cyclone_unique_keys (unique_key, run_id) VALUES (p_unique_key, p_run_id) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
+  END IF;
+  INSERT INTO cyclone_runs (id, workflow, version, input, queue, unique_key, retention, trace_context, parent_id)
+  VALUES (p_run_id, p_workflow, p_version, p_input, p_queue, p_unique_key, p_retention_ms * interval '1 millisecond',
+          p_trace_context, p_parent_id);
+  INSERT INTO cyclone_steps (run_id, node_id, kind, node_type, queue, priority, state, max_attempts, max_reclaims,
+                             timeout, backoff_ms)
+  VALUES (p_run_id, p_workflow, p_workflow, 'workflow', p_queue, p_priority, 'available', p_max_attempts, p_max_reclaims,
+          p_timeout_ms * interval '1 millisecond', p_backoff_ms);
+  PERFORM pg_notify('cyclone_wake', p_queue);
+  RETURN p_run_id;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
  RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
  LANGUAGE plpgsql
@@ -1601,7 +1822,7 @@ BEGIN
      AND s.run_id >= v_lo AND r.id >= v_lo
   RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
             (extract(epoch FROM s.timeout) * 1000)::bigint,
-            r.input,
+            coalesce(s.input, r.input),
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                 WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id >= v_lo)

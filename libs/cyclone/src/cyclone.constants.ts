@@ -5,6 +5,10 @@ export const CYCLONE_OPTIONS = Symbol('CYCLONE_OPTIONS');
 export const STEP_METADATA = 'cyclone:step';
 /** Metadata key set on a class with at least one `@Step` method, so discovery can skip the rest. */
 export const STEP_HOST_METADATA = 'cyclone:step-host';
+/** Metadata key set on a `@Workflow` method. */
+export const WORKFLOW_METADATA = 'cyclone:workflow';
+/** Metadata key set on a class with at least one `@Workflow` method. */
+export const WORKFLOW_HOST_METADATA = 'cyclone:workflow-host';
 /** Metadata key set on an `@OnStepEvent` method: the events it listens to. */
 export const STEP_EVENT_METADATA = 'cyclone:step-event';
 /** Metadata key set on a class with at least one `@OnStepEvent` method. */
@@ -54,6 +58,11 @@ export const MIN_PRIORITY = -1000;
 export const MAX_PRIORITY = 1000;
 /** The largest attempt count we accept; far above any sane retry policy. */
 export const MAX_ATTEMPTS_LIMIT = 1000;
+
+/** The most nodes a code workflow's run may record, unless its `maxNodes` says otherwise. */
+export const DEFAULT_MAX_NODES = 10_000;
+/** The largest `maxNodes` we accept: each pass loads every node of its run. */
+export const MAX_NODES_LIMIT = 1_000_000;
 
 /** Injection token of the SchedulerRegistry the loops register in: the app's, or a private one. */
 export const CYCLONE_SCHEDULER = Symbol('CYCLONE_SCHEDULER');

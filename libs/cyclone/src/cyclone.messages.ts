@@ -111,11 +111,46 @@ export const messages = {
   invalidWorkflow: (workflow: string, nodeId: string | null, problem: string) =>
     `Workflow "${workflow}"${nodeId === null ? '' : `, node "${nodeId}"`}: ${problem}`,
   unknownWorkflow: (workflow: string) =>
-    `No workflow named "${workflow}" is registered. ` +
-    `Define it with defineWorkflow('${workflow}') and list it in CycloneModule.forRoot({ workflows: [...] }).`,
+    `No workflow named "${workflow}" is registered. Decorate a provider method with @Workflow('${workflow}'), ` +
+    `or define it with defineWorkflow('${workflow}').step(...) and list it in CycloneModule.forRoot({ workflows: [...] }).`,
   workflowNamesake: (workflow: string) =>
     `The workflow passed to start() is not the one registered as "${workflow}"; another definition has that name. ` +
     'Pass the registered definition (export it from one module), or start it by name.',
+  workflowNameTaken: (name: string, host: string, holder: string) =>
+    `@Workflow('${name}') on ${host}: that name is already ${holder}. A workflow's name is the kind its runs are claimed ` +
+    'by and the name runs are listed under, so it must differ from every step kind and other workflow: rename one of them.',
+  workflowNameRequired: (host: string, name: unknown) =>
+    `@Workflow on ${host} must name the workflow with a string or a defineWorkflow() reference; got ${describe(name)}.`,
+  nonDeterminism: (workflow: string, runId: string, nodeId: string, recorded: string, called: string) =>
+    `Workflow "${workflow}" (run ${runId}) called ${called} "${nodeId}", but the run recorded "${nodeId}" as ${recorded}. ` +
+    'A workflow must make the same durable calls, under the same names, each time it runs: move what reads a clock, ' +
+    "draws a random value or does I/O into wf.run, and guard a changed path with wf.patched('<id>'). " +
+    'The run has failed; fix the code, then retry the run.',
+  duplicateNode: (workflow: string, runId: string, nodeId: string) =>
+    `Workflow "${workflow}" (run ${runId}) used the name "${nodeId}" for two durable calls. Each wf.* call is a node ` +
+    'named by its first argument, once in a run: give each call its own name (in a loop, add the index, as `ship-${i}`).',
+  nodeLimit: (workflow: string, runId: string, maxNodes: number) =>
+    `Workflow "${workflow}" (run ${runId}) would record more than ${maxNodes} nodes (its maxNodes option). ` +
+    `Raise maxNodes in @Workflow('${workflow}', { maxNodes }), or split the work over child runs (wf.startChild).`,
+  stepFailed: (runId: string, nodeId: string, errorKind: string, error: string | null) =>
+    `Node "${nodeId}" of run ${runId} failed (${errorKind}: ${error ?? 'no message'}).`,
+  codeRetryRefused: (runId: string, nodeId: string) =>
+    `Node "${nodeId}" of run ${runId} is discarded, but the run is a workflow written as code that has not failed: ` +
+    'its method has already dealt with that failure, and its replays must see it again. A code workflow is retried ' +
+    'once it has failed (retry any of its discarded nodes, or retryAll).',
+  notAChild: (runId: string, child: string) =>
+    `wf.result(${describe(child)}) in run ${runId}: that is not a run this run started. wf.result waits for a run id ` +
+    'that wf.startChild returned in the same run.',
+  unknownChildTarget: (target: string) =>
+    `wf.startChild: no workflow and no step kind is named "${target}" in this app. Pass a defineWorkflow() or ` +
+    'defineStep() reference, or the name of a @Workflow, a workflow of CycloneModule.forRoot({ workflows }) or a @Step.',
+  nonDurableWait: (workflow: string, runId: string) =>
+    `Workflow "${workflow}" (run ${runId}) is waiting on something that is not a durable call: its method has made no ` +
+    'wf.* call it could wait for, so it cannot be suspended and holds its worker. Wrap timers and I/O in wf.run ' +
+    '(or use wf.sleep).',
+  newerVersionRuns: (workflow: string, count: number, version: number, mine: number) =>
+    `${count} run(s) of workflow "${workflow}" were started by version ${version}, newer than this client's ` +
+    `${mine}; they wait for a client that runs version ${version} or later.`,
   unknownSignal: (runId: string, signal: string) =>
     `Run ${runId} has no node "${signal}" waiting for a signal. Signal names are the node ids of its waitForSignal nodes.`,
   notWaitingToRun: (runId: string, nodeId: string, state: string) =>

@@ -5,6 +5,7 @@ export { CycloneDatabase } from './database/cyclone-database.js';
 export { CycloneStats, type LoopState, type ClusterSample, type QueueSample } from './runtime/cyclone-stats.js';
 export { CycloneErrorFilter, CYCLONE_ERROR_STATUS } from './http/cyclone-error.filter.js';
 export { Step } from './decorators/step.decorator.js';
+export { Workflow } from './decorators/workflow.decorator.js';
 export { OnStepEvent } from './decorators/on-step-event.decorator.js';
 export { defineStep, type StepRef, type StepInput, type StepOutput } from './definitions/define-step.js';
 export { Snooze } from './interfaces/snooze.js';

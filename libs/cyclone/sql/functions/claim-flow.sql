@@ -19,7 +19,9 @@
 
 -- Starts steps the caller has locked (FOR UPDATE) in this transaction:
 -- running, leased to p_owner, generation bumped, progress cleared, with the
--- run's trace context and the wait since due, as the plain claim does.
+-- run's trace context and the wait since due, as the plain claim does. A
+-- step's input is the run's, unless the node has its own (a code workflow's
+-- wf.step).
 -- Joins by primary key must stay nested loops, whatever the statistics say
 -- (see complete-steps.sql), hence the planner settings here and below. The
 -- months before the batch's oldest run are left out (live-months.sql).
@@ -48,7 +50,7 @@ BEGIN
      AND s.run_id >= v_lo AND r.id >= v_lo
   RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
             (extract(epoch FROM s.timeout) * 1000)::bigint,
-            r.input,
+            coalesce(s.input, r.input),
             CASE WHEN cardinality(s.depends_on) > 0 THEN
               (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                 WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on) AND u.run_id >= v_lo)
@@ -198,7 +200,7 @@ BEGIN
      WHERE s.run_id = picked.run_id AND s.id = picked.id AND r.id = s.run_id AND s.run_id >= v_low AND r.id >= v_low
     RETURNING s.id, s.run_id, s.node_id, s.kind, s.attempt, s.max_attempts, s.reclaims, s.lease_generation,
               (extract(epoch FROM s.timeout) * 1000)::bigint,
-              r.input,
+              coalesce(s.input, r.input),
               CASE WHEN cardinality(s.depends_on) > 0 THEN
                 (SELECT jsonb_object_agg(u.node_id, u.output) FROM cyclone_steps u
                   WHERE u.run_id = s.run_id AND u.node_id = ANY (s.depends_on))

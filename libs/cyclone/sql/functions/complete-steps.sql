@@ -29,6 +29,7 @@ DECLARE
   v_gens   bigint[];
   v_done   uuid[];
   v_notify uuid[];
+  v_child  uuid[];
 BEGIN
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
   PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE;
@@ -50,18 +51,23 @@ BEGIN
 
   -- A standalone job's run completes with its one step: no routing, no
   -- counting of its steps. (A paused run may complete: nothing is left to hold.)
+  -- A job a code workflow started as its child tells its parent.
   WITH finished AS (
     UPDATE cyclone_runs r
        SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
      WHERE r.id = ANY (v_runs) AND r.id >= v_lo AND r.workflow IS NULL AND r.state IN ('running', 'paused')
-    RETURNING r.id, r.notify_finish, r.unique_key
+    RETURNING r.id, r.notify_finish, r.unique_key, r.parent_id
   ), freed AS (
     DELETE FROM cyclone_unique_keys k
      USING finished f
      WHERE f.unique_key IS NOT NULL AND k.unique_key = f.unique_key AND k.run_id = f.id
   )
-  SELECT array_agg(f.id), array_agg(f.id) FILTER (WHERE f.notify_finish) INTO v_done, v_notify FROM finished f;
+  SELECT array_agg(f.id), array_agg(f.id) FILTER (WHERE f.notify_finish), array_agg(f.id) FILTER (WHERE f.parent_id IS NOT NULL)
+    INTO v_done, v_notify, v_child FROM finished f;
   PERFORM pg_notify('cyclone_run_finished', finished_id::text) FROM unnest(v_notify) AS finished_id;
+  IF v_child IS NOT NULL THEN
+    PERFORM cyclone_deliver_results(v_child);
+  END IF;
 
   -- The rest are workflow runs: route below the completed nodes, then settle.
   v_runs := ARRAY(SELECT unnest(v_runs) EXCEPT SELECT unnest(v_done));

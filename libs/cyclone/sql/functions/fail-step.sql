@@ -9,7 +9,9 @@
 -- (keep-paused.sql). A compare-and-set on the lease, under the run lock.
 -- The attempt is recorded (record-attempt.sql) with the error's stack, when
 -- the handler threw one: retried, discarded, or timed_out whatever followed.
--- Returns the step's new state, or NULL when the lease was lost.
+-- A discarded step wakes the code workflow waiting on it (its method gets a
+-- StepFailedError), then settles the run. Returns the step's new state, or
+-- NULL when the lease was lost.
 CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
                                              p_error text, p_error_kind text, p_retry_delay_ms bigint,
                                              p_stack text DEFAULT NULL)
@@ -60,6 +62,7 @@ BEGIN
                                  p_error, v_error_kind, p_stack);
 
   IF v_state = 'discarded' THEN
+    PERFORM cyclone_release_successors(ARRAY[v_run_id]);
     PERFORM cyclone_settle_run(v_run_id);
   END IF;
   RETURN v_state;

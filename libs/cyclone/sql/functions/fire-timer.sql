@@ -2,8 +2,11 @@
 -- timeout passed is discarded with error_kind 'signal_timeout', or completes
 -- with output null when its node says onTimeout 'continue'. Re-checked under
 -- the run lock and the step lock, so replicas firing the same timer, or a
--- signal racing the timeout, apply one outcome. Returns 'slept',
--- 'signal_timeout' or 'continued', or NULL when there was nothing to fire.
+-- signal racing the timeout, apply one outcome. The timer of a code
+-- workflow's inline call (wf.run) in its retry's backoff makes the call due
+-- again (pending), for the workflow to run it. Returns 'slept',
+-- 'signal_timeout', 'continued' or 'retry_due', or NULL when there was
+-- nothing to fire.
 CREATE OR REPLACE FUNCTION cyclone_fire_timer(p_run_id uuid, p_step_id bigint) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -20,7 +23,12 @@ BEGIN
     RETURN NULL;
   END IF;
 
-  IF v_step.state = 'waiting_timer' THEN
+  IF v_step.node_type = 'run' THEN
+    UPDATE cyclone_steps SET state = 'pending', wake_at = NULL, updated_at = now()
+     WHERE run_id = p_run_id AND id = p_step_id;
+    PERFORM cyclone_release_successors(ARRAY[v_run_id]);
+    RETURN 'retry_due';
+  ELSIF v_step.state = 'waiting_timer' THEN
     v_outcome := 'slept';
   ELSIF (SELECT graph #>> ARRAY['nodes', v_step.node_id, 'onTimeout'] FROM cyclone_runs WHERE id = v_run_id) = 'continue' THEN
     v_outcome := 'continued';

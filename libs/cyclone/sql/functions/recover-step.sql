@@ -46,6 +46,7 @@ BEGIN
       RETURNING error INTO v_error;
       PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_step.attempt, v_step.started_at, v_step.lease_owner,
                                      'discarded', v_error, 'reclaim_limit', NULL);
+      PERFORM cyclone_release_successors(ARRAY[v_run_id]);
       PERFORM cyclone_settle_run(v_run_id);
     ELSE
       -- A crash is not a failure: same attempt, no backoff, claimable at once

@@ -5,6 +5,11 @@
 -- hence the loop. In a paused run nodes arrive paused. Queues that gained an
 -- available step are woken. Callers hold the runs' locks.
 --
+-- A code workflow has no graph to route: its nodes are made by its method as
+-- it runs. A finish there wakes the workflow if it waits on that node
+-- (wake-workflows.sql); a signal that arrived for a wait it has reached is
+-- taken here as in a DAG run.
+--
 -- A standalone job is a run of one node with nothing to route: every
 -- completion batch calls this, so such runs are left out first, by one key
 -- lookup each. The months before the oldest run are left out
@@ -13,10 +18,13 @@ CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[]) RETURNS 
 LANGUAGE plpgsql AS $$
 DECLARE
   v_lo       uuid := cyclone_lowest_id(p_run_ids);
-  v_runs     uuid[] := ARRAY(SELECT id FROM cyclone_runs WHERE id = ANY (p_run_ids) AND id >= v_lo AND workflow IS NOT NULL);
+  v_runs     uuid[];
+  v_code     uuid[];
   v_woken    text[];
   v_consumed integer;
 BEGIN
+  SELECT coalesce(array_agg(id), '{}'), array_agg(id) FILTER (WHERE version IS NOT NULL) INTO v_runs, v_code
+    FROM cyclone_runs WHERE id = ANY (p_run_ids) AND id >= v_lo AND workflow IS NOT NULL;
   IF cardinality(v_runs) = 0 THEN
     RETURN;
   END IF;
@@ -31,7 +39,7 @@ BEGIN
              END AS wake_at
         FROM cyclone_steps s
         JOIN cyclone_runs r ON r.id = s.run_id AND r.id >= v_lo
-       WHERE s.run_id = ANY (v_runs) AND s.run_id >= v_lo
+       WHERE s.run_id = ANY (v_runs) AND s.run_id >= v_lo AND r.version IS NULL
          AND s.state = 'pending'
          AND NOT EXISTS (
            SELECT 1 FROM cyclone_steps u
@@ -58,4 +66,7 @@ BEGIN
     GET DIAGNOSTICS v_consumed = ROW_COUNT;
     EXIT WHEN v_consumed = 0;
   END LOOP;
+  IF v_code IS NOT NULL THEN
+    PERFORM cyclone_wake_workflows(v_code);
+  END IF;
 END $$;

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { EntityManager, QueryRunner } from 'typeorm';
 import { CYCLONE_OPTIONS } from '../cyclone.constants.js';
-import { optionalMs, toMs, type Duration } from '../common/duration.js';
+import { toMs, type Duration } from '../common/duration.js';
 import { checkName, checkOptions, toJson } from '../common/validate.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { DuplicateError } from '../errors/duplicate.error.js';
@@ -34,12 +34,13 @@ import {
   RESUME_QUEUE,
   RESUME_RUN,
   SIGNAL_RUN,
-  START_WORKFLOW,
 } from '../sql/workflow.sql.js';
 import { UnknownSignalError } from '../errors/unknown-signal.error.js';
-import { START_OPTION_NAMES, type StartOptions } from '../interfaces/workflow-options.interface.js';
+import type { StartOptions } from '../interfaces/workflow-options.interface.js';
 import type { WorkflowDefinition } from '../definitions/define-workflow.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
+import { CodeWorkflowRegistry } from '../workflow/code/code-workflow-registry.js';
+import { prepareStart } from './workflow-start.js';
 import { describeValue, messages } from '../cyclone.messages.js';
 import { ScheduleRegistry } from '../schedules/schedule-registry.js';
 import { SCHEDULE_STATE } from '../sql/schedules.sql.js';
@@ -55,7 +56,7 @@ import {
   STEP_STATE,
 } from '../sql/runs.sql.js';
 import { EnqueueBatcher } from './enqueue-batcher.js';
-import { enqueueJobValues, jobParams, uniqueOptions, type JobParams, type NewJob } from '../steps/job-params.js';
+import { enqueueJobValues, jobParams, type JobParams, type NewJob } from '../steps/job-params.js';
 import { flowKeys } from '../steps/flow-limits.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
 import { waitForRun } from './run-waiter.js';
@@ -103,6 +104,7 @@ export class CycloneClient {
     private readonly stats: CycloneStats,
     private readonly tracer: CycloneTracer,
     private readonly schedules: ScheduleRegistry,
+    private readonly codeWorkflows: CodeWorkflowRegistry,
   ) {
     this.enqueues = new EnqueueBatcher(database, wakes);
   }
@@ -201,7 +203,8 @@ export class CycloneClient {
 
   /**
    * Waits for a run to finish and returns its output: a standalone job's
-   * output, or for a workflow an object of its sink nodes' outputs. Throws
+   * output, a code workflow's return value, or for a DAG workflow an object
+   * of its sink nodes' outputs. Throws
    * `RunFailedError` or `RunCancelledError` for those outcomes, and
    * `ResultTimeoutError` when the wait runs out.
    */
@@ -217,7 +220,8 @@ export class CycloneClient {
       lastState = rows[0].state;
       switch (lastState) {
         case 'completed':
-          return { value: rows[0].kind !== null ? rows[0].output : sinkOutputs(rows) };
+          // A job's output, a code workflow's return value, or a DAG's sink outputs.
+          return { value: rows[0].kind !== null || rows[0].version !== null ? rows[0].output : sinkOutputs(rows) };
         case 'failed':
           throw new RunFailedError(
             runId,
@@ -273,6 +277,8 @@ export class CycloneClient {
     if (reopened > 0) return;
     const { rows } = await settle(this.database.query(STEP_STATE, [runId, nodeId]), this.read());
     if (rows.length === 0) throw new StepNotFoundError(runId, nodeId);
+    // Discarded and not reopened: a code workflow whose method has that failure in hand.
+    if (rows[0].state === 'discarded') throw new InvalidStateError(messages.codeRetryRefused(runId, nodeId), 'discarded');
     throw new InvalidStateError(
       `Node "${nodeId}" of run ${runId} is ${rows[0].state}; only a discarded step can be retried` +
         (rows[0].state === 'cancelled' ? ' (a cancelled run stays cancelled).' : '.'),
@@ -305,58 +311,31 @@ export class CycloneClient {
   }
 
   /**
-   * Starts a run of a registered workflow. Its graph is stored with the run;
-   * root nodes move at once (steps become available, timers and signal waits
-   * start), the others wait for their upstream nodes. Every node's handler
-   * gets `input`.
+   * Starts a run of a registered workflow: a DAG (its graph is stored with
+   * the run; root nodes move at once, the others wait for their upstream
+   * nodes; every node's handler gets `input`), or a workflow written as code
+   * (its method's node is available at once), by name or by reference.
    */
-  async start<I>(workflow: WorkflowDefinition<I> | string, input: I, given?: StartOptions): Promise<string> {
-    const compiled = this.workflows.get(workflow);
-    const opts = checkOptions<StartOptions>(given, 'start options', START_OPTION_NAMES);
-    const unique = uniqueOptions(opts.unique);
-    if (unique.onConflict === 'replace' || unique.debounceMs !== null) {
-      throw new InvalidOptionError(
-        "Options unique.onConflict 'replace' and unique.debounce are for standalone jobs (enqueue); a workflow run takes 'error' or 'keep'.",
-      );
-    }
-    const uniqueKey = unique.key;
-    const retentionMs = optionalMs(opts.retention, 'retention') ?? this.options.retentionMs;
-    const inputJson = toJson(input, 'input', this.options.maxPayloadBytes);
-    // Each step node carries its kind's backoff, as a standalone job does, and
-    // the keys its kind's limits give for the run's input.
-    const nodes = compiled.nodes.map((node) => {
-      const step = node.kind === null ? undefined : this.registry.find(node.kind);
-      if (!step) return node;
-      const backoff = backoffSchedule(step, node.max_attempts, this.logger);
-      const [flow_key, rate_key] = flowKeys(step.kind, step.flow, input);
-      return { ...node, ...(backoff === null ? {} : { backoff_ms: backoff }), ...(step.flow ? { flow_key, rate_key } : {}) };
+  async start<I, O>(workflow: WorkflowDefinition<I, O> | string, input: I, given?: StartOptions): Promise<string> {
+    const start = prepareStart(workflow, input, given, {
+      steps: this.registry,
+      dagWorkflows: this.workflows,
+      codeWorkflows: this.codeWorkflows,
+      module: this.options,
+      logger: this.logger,
     });
     const runId = uuid7();
     const wrote = this.wrote([runId]);
-    const info = { operation: 'start', queue: compiled.queue, name: compiled.name } as const;
-    const started = await this.tracer.produce(info, async (traceContext) => {
-      const { rows } = await settle(
-        this.database.query(START_WORKFLOW, [
-          runId,
-          compiled.name,
-          JSON.stringify(compiled.graph),
-          inputJson,
-          compiled.queue,
-          uniqueKey,
-          retentionMs,
-          JSON.stringify(nodes),
-          traceContext,
-        ]),
-        wrote,
-      );
-      return rows[0].id;
-    });
+    const info = { operation: 'start', queue: start.queue, name: start.name } as const;
+    const started = await this.tracer.produce(info, (traceContext) =>
+      settle(start.insert(this.database, runId, traceContext), wrote),
+    );
     if (started !== null) {
-      this.stats.events.workflowStarted({ queue: compiled.queue, workflow: compiled.name });
+      this.stats.events.workflowStarted({ queue: start.queue, workflow: start.name });
       return started;
     }
-    const keep = unique.onConflict === 'keep' ? (holder: string) => holder : undefined;
-    return this.heldBy(uniqueKey!, this.pooled(wrote), () => this.start(workflow, input, opts), keep);
+    const keep = start.onConflict === 'keep' ? (holder: string) => holder : undefined;
+    return this.heldBy(start.uniqueKey!, this.pooled(wrote), () => this.start(workflow, input, given), keep);
   }
 
   /**

@@ -13,11 +13,16 @@ export type WorkflowNode =
  * `CycloneModule.forRoot({ workflows: [...] })`; the module checks the graph
  * at startup, and every run stores a copy of it, so any worker can route it.
  * `I` is the run's input, which every node's handler receives.
+ *
+ * Without nodes it is a typed reference to a workflow written as code (a
+ * `@Workflow` method of that name): `client.start(ref, input)` and
+ * `client.result` check `I` and `O` at compile time.
  */
-export class WorkflowDefinition<I = unknown> {
+export class WorkflowDefinition<I = unknown, O = unknown> {
   private readonly declared: WorkflowNode[] = [];
-  /** Type carrier only; never set at run time. */
+  /** Type carriers only; never set at run time. */
   readonly __input?: I;
+  readonly __output?: O;
 
   constructor(readonly name: string) {}
 
@@ -44,6 +49,12 @@ export class WorkflowDefinition<I = unknown> {
   }
 }
 
-export function defineWorkflow<I = unknown>(name: string): WorkflowDefinition<I> {
-  return new WorkflowDefinition<I>(name);
+/**
+ * A workflow of that name: declare a DAG with `.step()`, `.waitForSignal()`
+ * and `.sleep()`, or leave it without nodes as the typed reference of a
+ * workflow written as code, `defineWorkflow<Input, Output>('checkout')`,
+ * for `@Workflow(ref)`, `client.start(ref, input)` and `wf.startChild`.
+ */
+export function defineWorkflow<I = unknown, O = unknown>(name: string): WorkflowDefinition<I, O> {
+  return new WorkflowDefinition<I, O>(name);
 }

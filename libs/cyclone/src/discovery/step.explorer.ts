@@ -8,12 +8,16 @@ import { resolveStepOptions } from '../steps/step-options.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { StepMetadataAccessor } from './step-metadata.accessor.js';
+import { WorkflowExplorer } from './workflow.explorer.js';
+import { CodeWorkflowRegistry } from '../workflow/code/code-workflow-registry.js';
 
 /**
  * Wires `@Step` handlers into the registry when the module initialises,
  * before any worker starts (workers start at application bootstrap). The
  * module's workflows and schedules name step kinds, so they are compiled
- * once every step is known; a bad graph or cron expression fails the boot here.
+ * once every step is known; a bad graph or cron expression fails the boot
+ * here. `@Workflow` methods come last (WorkflowExplorer): their names must
+ * differ from every step kind and DAG workflow.
  */
 @Injectable()
 export class StepExplorer implements OnModuleInit {
@@ -27,13 +31,17 @@ export class StepExplorer implements OnModuleInit {
     private readonly workflows: WorkflowRegistry,
     private readonly schedules: ScheduleRegistry,
     @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
+    private readonly workflowExplorer: WorkflowExplorer,
+    private readonly codeWorkflows: CodeWorkflowRegistry,
   ) {}
 
   onModuleInit(): void {
     this.registerSteps();
     this.logger.log(`Registered steps: ${this.registry.kinds().join(', ') || '(none)'}`);
     this.workflows.compileAll(this.registry);
-    if (this.workflows.names().length > 0) this.logger.log(`Registered workflows: ${this.workflows.names().join(', ')}`);
+    this.workflowExplorer.explore();
+    const workflows = [...this.workflows.names(), ...this.codeWorkflows.all().map((w) => `${w.name} v${w.version}`)];
+    if (workflows.length > 0) this.logger.log(`Registered workflows: ${workflows.join(', ')}`);
     this.schedules.compileAll(this.registry, this.options.schedules, this.options.maxPayloadBytes);
     const schedules = this.schedules.all();
     if (schedules.length > 0) this.logger.log(`Registered schedules: ${schedules.map((s) => `${s.name} (${s.cron})`).join(', ')}`);

@@ -5,3 +5,5 @@ export * from './step-options.interface.js';
 export * from './workflow-options.interface.js';
 export * from './step-event.interface.js';
 export * from './schedule-info.interface.js';
+export * from './code-workflow-options.interface.js';
+export * from './workflow-context.interface.js';

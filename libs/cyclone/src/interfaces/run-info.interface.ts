@@ -7,6 +7,10 @@ export interface RunInfo {
   /** The step kind of a standalone job; null for a workflow run. */
   kind: string | null;
   workflow: string | null;
+  /** The version of the code workflow that started the run; null for jobs and DAG runs. */
+  version: number | null;
+  /** The run whose `wf.startChild` started this one, or null. */
+  parentId: string | null;
   state: RunState;
   queue: string;
   input: unknown;
@@ -20,7 +24,11 @@ export interface StepInfo {
   id: string;
   runId: string;
   nodeId: string;
-  /** The step kind; null for signal and sleep nodes, which run no handler. */
+  /**
+   * The step kind; a code workflow's own node has the workflow's name, a
+   * child node its child's workflow or kind; null for other nodes, which run
+   * no handler.
+   */
   kind: string | null;
   type: NodeType;
   /** Upstream node ids. */
@@ -43,6 +51,12 @@ export interface StepInfo {
   leaseOwner: string | null;
   leaseExpiry: Date | null;
   leaseGeneration: number;
+  /**
+   * The node's own input: a code workflow's step (`wf.step`) or child
+   * (`wf.startChild`), or the run id a `wf.result` waits for; null for a node
+   * that takes the run's input.
+   */
+  input: unknown;
   output: unknown;
   /** The last progress its handler reported with `ctx.progress()` in its latest attempt; null when none. */
   progress: unknown;

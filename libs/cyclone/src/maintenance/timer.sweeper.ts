@@ -10,7 +10,8 @@ import type { MaintenanceService } from './maintenance-service.js';
 /** At most this many timers a pass, so one pass stays short. */
 const TIMER_BATCH = 100;
 
-export type TimerOutcome = 'slept' | 'signal_timeout' | 'continued';
+/** What a fired timer did; `retry_due`: a code workflow's inline call may run again. */
+export type TimerOutcome = 'slept' | 'signal_timeout' | 'continued' | 'retry_due';
 
 /**
  * Fires due timers: sleep nodes complete, signal waits past their timeout are

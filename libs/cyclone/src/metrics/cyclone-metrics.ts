@@ -141,7 +141,8 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
       name: name('steps_finished_total'),
       help:
         'Attempts whose outcome this process committed: completed, failed (an error or a timeout; then retried or ' +
-        'discarded says what followed, timed_out which were timeouts), snoozed, cancelled, reclaimed (by its sweep).',
+        'discarded says what followed, timed_out which were timeouts), snoozed, cancelled, reclaimed (by its sweep), ' +
+        "suspended (a code workflow's pass that ended waiting for its nodes).",
       labelNames: ['queue', 'kind', 'outcome'],
       registers,
     });

@@ -26,6 +26,9 @@ import { StepRegistry } from '../steps/step-registry.js';
 import { WorkerHost } from '../worker/worker-host.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
+import { WorkflowExplorer } from '../discovery/workflow.explorer.js';
+import { CodeWorkflowRegistry } from '../workflow/code/code-workflow-registry.js';
+import { WorkflowRunner } from '../workflow/code/workflow-runner.js';
 import { CYCLONE_MODULE_OPTIONS, CycloneConfigurableModule } from './cyclone.module-definition.js';
 import { resolveOptions, type ResolvedOptions } from '../options/resolved-options.js';
 import { CycloneTracer } from '../tracing/cyclone-tracer.js';
@@ -37,10 +40,11 @@ import { createTracer } from '../tracing/create-tracer.js';
  * `CycloneClient` can be injected anywhere.
  *
  * Lifecycle: the database opens (and migrates) while providers are made;
- * `@Step` handlers and workflows are registered in `onModuleInit`; workers
- * and maintenance loops start in `onApplicationBootstrap`, once every module
- * is ready; workers drain in `onModuleDestroy`, while the database is still
- * open; connections (and an embedded server) close in `onApplicationShutdown`.
+ * `@Step` handlers, workflows and `@Workflow` methods are registered in
+ * `onModuleInit`; workers and maintenance loops start in
+ * `onApplicationBootstrap`, once every module is ready; workers drain in
+ * `onModuleDestroy`, while the database is still open; connections (and an
+ * embedded server) close in `onApplicationShutdown`.
  *
  * It does not import `ScheduleModule.forRoot()`: a second copy would run the
  * app's own cron jobs twice. Its loops register in the app's SchedulerRegistry
@@ -80,6 +84,9 @@ import { createTracer } from '../tracing/create-tracer.js';
     StepEventDispatcher,
     StepEventExplorer,
     WorkflowRegistry,
+    CodeWorkflowRegistry,
+    WorkflowRunner,
+    WorkflowExplorer,
     NotificationListener,
     WakePublisher,
     CycloneClient,

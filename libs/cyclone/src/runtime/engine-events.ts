@@ -35,8 +35,9 @@ export interface HandlerRan {
 /**
  * What became of an attempt: its step completed, was retried after a failure
  * or discarded, snoozed, cancelled under it, or reclaimed from a worker that
- * stopped heartbeating. A timeout is told as what followed it (retried or
- * discarded) with `errorKind` 'timeout'.
+ * stopped heartbeating; or, for a code workflow's pass, suspended (the
+ * workflow waits for its nodes, holding no worker). A timeout is told as
+ * what followed it (retried or discarded) with `errorKind` 'timeout'.
  */
 export type AttemptOutcome = Exclude<StepAttemptOutcome, 'timed_out'>;
 

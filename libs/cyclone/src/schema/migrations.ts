@@ -73,6 +73,11 @@ export class CycloneKeepPausedWrites1765612800000 extends sqlMigration(
 ) {}
 export class CycloneQueues1765699200000 extends sqlMigration(11, 'CycloneQueues1765699200000', '0011-queues') {}
 export class CycloneOperators1765785600000 extends sqlMigration(12, 'CycloneOperators1765785600000', '0012-operators') {}
+export class CycloneCodeWorkflows1766044800000 extends sqlMigration(
+  14,
+  'CycloneCodeWorkflows1766044800000',
+  '0014-code-workflows',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -92,6 +97,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneKeepPausedWrites1765612800000,
   CycloneQueues1765699200000,
   CycloneOperators1765785600000,
+  CycloneCodeWorkflows1766044800000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

@@ -22,7 +22,14 @@ export const STEP_STATES = [
 ] as const;
 export type StepState = (typeof STEP_STATES)[number];
 
-export const NODE_TYPES = ['step', 'signal', 'sleep'] as const;
+/**
+ * What a node is: a DAG's step, signal wait or sleep; or, in a workflow
+ * written as code, the method itself ('workflow') and its durable calls:
+ * an inline call ('run', wf.run), a step (wf.step), a sleep, a signal wait, a
+ * child run started ('child'), a wait for a child's result ('result') and a
+ * patch's answer ('patch').
+ */
+export const NODE_TYPES = ['step', 'signal', 'sleep', 'workflow', 'run', 'child', 'result', 'patch'] as const;
 export type NodeType = (typeof NODE_TYPES)[number];
 
 export const ERROR_KINDS = ['error', 'timeout', 'permanent', 'reclaim_limit', 'signal_timeout'] as const;
@@ -35,10 +42,11 @@ export type ErrorKind = (typeof ERROR_KINDS)[number];
  * of attempts, a PermanentError, or reclaimed past maxReclaims); it ran past
  * its timeout (timed_out, whatever followed); its run was cancelled under it;
  * its worker stopped heartbeating and the sweep reclaimed it without
- * consuming the attempt; its handler snoozed. The database keeps the ended
- * ones but the completing one (cyclone_attempts: its CHECK lists the same).
+ * consuming the attempt; its handler snoozed; a code workflow's pass ended
+ * waiting for its nodes (suspended). The database keeps the ended ones but
+ * the completing one (cyclone_attempts: its CHECK lists the same).
  */
-export const STEP_ATTEMPT_OUTCOMES = ['completed', 'retried', 'discarded', 'timed_out', 'cancelled', 'reclaimed', 'snoozed'] as const;
+export const STEP_ATTEMPT_OUTCOMES = ['completed', 'retried', 'discarded', 'timed_out', 'cancelled', 'reclaimed', 'snoozed', 'suspended'] as const;
 export type StepAttemptOutcome = (typeof STEP_ATTEMPT_OUTCOMES)[number];
 
 /** NOTIFY channel that wakes the workers of a queue; the payload is the queue name. */

@@ -5,6 +5,8 @@ export interface RunRow {
   id: string;
   kind: string | null;
   workflow: string | null;
+  version: number | null;
+  parent_id: string | null;
   state: RunState;
   queue: string;
   input: unknown;
@@ -37,6 +39,7 @@ export interface StepRow {
   lease_owner: string | null;
   lease_expiry: Date | null;
   lease_generation: string;
+  input: unknown;
   output: unknown;
   progress: unknown;
   error: string | null;
@@ -61,12 +64,13 @@ export interface AttemptJson {
 export const GET_RUN = statement<[runId: string], RunRow>(
   'cyclone_get_run',
   /* sql */ `
-SELECT id, kind, workflow, state, queue, input, unique_key, created_at, updated_at, finished_at
+SELECT id, kind, workflow, version, parent_id, state, queue, input, unique_key, created_at, updated_at, finished_at
   FROM cyclone_runs WHERE id = $1`,
 );
 
 /**
- * Every node of a run, in insertion order, with the attempts of each that
+ * Every node of a run, in insertion order (a code workflow's: its own, then
+ * its calls in the order they were made), with the attempts of each that
  * ended other than by completing (sql/functions/record-attempt.sql); the one
  * that completed it, or runs now, is the node's own row.
  */
@@ -76,7 +80,7 @@ export const LIST_STEPS = statement<[runId: string], StepRow>(
 SELECT s.id, s.run_id, s.node_id, s.kind, s.node_type, s.depends_on, s.state, s.queue, s.priority, s.attempt,
        s.max_attempts, s.reclaims, s.max_reclaims, (extract(epoch FROM s.timeout) * 1000)::bigint AS timeout_ms,
        s.scheduled_at, s.started_at, s.finished_at, s.heartbeat_at, s.wake_at, s.lease_owner, s.lease_expiry,
-       s.lease_generation, s.output, s.progress, s.error, s.error_kind,
+       s.lease_generation, s.input, s.output, s.progress, s.error, s.error_kind,
        (SELECT coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'started_at', a.started_at,
                                                      'finished_at', a.finished_at, 'outcome', a.outcome,
                                                      'error', a.error, 'error_kind', a.error_kind,
@@ -87,13 +91,15 @@ SELECT s.id, s.run_id, s.node_id, s.kind, s.node_type, s.depends_on, s.state, s.
 
 /**
  * What result() needs in one read: the run's state, and for each node whether
- * it is a sink (no other node depends on it), its state, output and error.
+ * it is a sink (no other node depends on it), its state, output and error. A
+ * code workflow's run is its own node's: only that node is read.
  */
 export const RUN_OUTCOME = statement<
   [runId: string],
   {
     state: RunState;
     kind: string | null;
+    version: number | null;
     node_id: string;
     step_state: StepState;
     output: unknown;
@@ -104,9 +110,11 @@ export const RUN_OUTCOME = statement<
 >(
   'cyclone_run_outcome',
   /* sql */ `
-SELECT r.state, r.kind, s.node_id, s.state AS step_state, s.output, s.error, s.error_kind,
-       NOT EXISTS (SELECT 1 FROM cyclone_steps d WHERE d.run_id = s.run_id AND s.node_id = ANY (d.depends_on)) AS sink
-  FROM cyclone_runs r JOIN cyclone_steps s ON s.run_id = r.id
+SELECT r.state, r.kind, r.version, s.node_id, s.state AS step_state, s.output, s.error, s.error_kind,
+       CASE WHEN r.version IS NULL
+            THEN NOT EXISTS (SELECT 1 FROM cyclone_steps d WHERE d.run_id = s.run_id AND s.node_id = ANY (d.depends_on))
+            ELSE true END AS sink
+  FROM cyclone_runs r JOIN cyclone_steps s ON s.run_id = r.id AND (r.version IS NULL OR s.node_id = r.workflow)
  WHERE r.id = $1
  ORDER BY s.id`,
 );

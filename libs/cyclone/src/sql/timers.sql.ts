@@ -14,7 +14,7 @@ SELECT run_id, id FROM cyclone_steps
 );
 
 /** Fires one due timer (sql/functions/fire-timer.sql). */
-export const FIRE_TIMER = statement<[runId: string, id: string], { outcome: 'slept' | 'signal_timeout' | 'continued' | null }>(
+export const FIRE_TIMER = statement<[runId: string, id: string], { outcome: 'slept' | 'signal_timeout' | 'continued' | 'retry_due' | null }>(
   'cyclone_fire_timer',
   /* sql */ `SELECT cyclone_fire_timer($1, $2) AS outcome`,
 );

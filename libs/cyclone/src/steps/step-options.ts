@@ -22,9 +22,12 @@ const KNOWN = [
 
 type StepDefaults = Omit<RegisteredStep, 'kind' | 'host' | 'handler'>;
 
-/** Checks a kind's `@Step` options, naming the kind in any error. */
-export function resolveStepOptions(kind: string, given: StepOptions | undefined): StepDefaults {
-  const where = `@Step(${typeof kind === 'string' ? `'${kind}'` : describeValue(kind)})`;
+/**
+ * Checks a kind's `@Step` options, naming the kind in any error (as
+ * `@Workflow` when they are a workflow's node's, `decorator`).
+ */
+export function resolveStepOptions(kind: string, given: StepOptions | undefined, decorator = 'Step'): StepDefaults {
+  const where = `@${decorator}(${typeof kind === 'string' ? `'${kind}'` : describeValue(kind)})`;
   try {
     checkName(kind, 'kind');
     const options = checkOptions<StepOptions>(given, `${where} options`, KNOWN);

@@ -1,5 +1,7 @@
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { CLAIM_FLOW, CLAIM_STEPS, type ClaimedStep } from '../sql/claim.sql.js';
+import { CLAIM_WORKFLOWS } from '../sql/code-workflow.sql.js';
+import type { RegisteredWorkflow } from '../workflow/code/registered-workflow.js';
 import { isKeyed, type FlowLimits } from '../steps/flow-limits.js';
 
 /** What one claim of a source gave: the started steps, and whether a limit held due work back. */
@@ -89,5 +91,29 @@ export class FlowSource implements ClaimSource {
     const status = rows[rows.length - 1];
     this.cursor = status.next_cursor;
     return { rows: rows.slice(0, -1) as ClaimedStep[], heldBack: status.held_back === true };
+  }
+}
+
+/**
+ * The nodes of the code workflows on the queue (their methods' passes), each
+ * up to this client's version of it (sql/functions/claim-workflows.sql).
+ */
+export class WorkflowSource implements ClaimSource {
+  readonly claimsAhead = true;
+  private readonly names: string[];
+  private readonly versions: number[];
+
+  constructor(
+    private readonly ctx: ClaimContext,
+    workflows: RegisteredWorkflow[],
+  ) {
+    this.names = workflows.map((w) => w.name);
+    this.versions = workflows.map((w) => w.version);
+  }
+
+  async claim(limit: number): Promise<SourceClaim> {
+    const { database, queue, owner, leaseTtlMs } = this.ctx;
+    const { rows } = await database.query(CLAIM_WORKFLOWS, [queue, this.names, this.versions, limit, owner, leaseTtlMs]);
+    return { rows, heldBack: false };
   }
 }

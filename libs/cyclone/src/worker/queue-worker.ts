@@ -1,6 +1,8 @@
 import { Logger } from '@nestjs/common';
 import type { StepRegistry } from '../steps/step-registry.js';
-import { FlowSource, PlainSource, type ClaimSource } from './claim-source.js';
+import { FlowSource, PlainSource, WorkflowSource, type ClaimSource } from './claim-source.js';
+import type { RegisteredStep } from '../steps/registered-step.js';
+import type { RegisteredWorkflow } from '../workflow/code/registered-workflow.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import { StepExecution, type ExecutionDeps } from './step-execution.js';
 import { ClaimAhead } from './claim-ahead.js';
@@ -38,6 +40,10 @@ interface ReadyStep {
  * claimed ahead while a limit holds work back (it would hold room another
  * client could start at once), nor one of a kind with a rate limit (see
  * ClaimSource.claimsAhead).
+ *
+ * The code workflows on the queue are claimed from a source of their own
+ * (WorkflowSource), and each of their passes runs as a step would: a
+ * workflow's node is a step whose handler runs its method.
  */
 export class QueueWorker {
   private readonly logger = new Logger('Cyclone');
@@ -58,6 +64,8 @@ export class QueueWorker {
   /** Claimed ahead, oldest first. */
   private readonly ready: ReadyStep[] = [];
   private readyTimer?: NodeJS.Timeout;
+  /** The workflows' nodes, as steps, by name. */
+  private readonly workflowSteps = new Map<string, RegisteredStep>();
 
   constructor(
     readonly queue: string,
@@ -65,14 +73,17 @@ export class QueueWorker {
     private readonly registry: StepRegistry,
     private readonly deps: ExecutionDeps,
     queueCap: number | null = null,
+    workflows: RegisteredWorkflow[] = [],
   ) {
     const ctx = { database: deps.database, queue, owner: deps.owner, leaseTtlMs: deps.leaseTtlMs, queueCap };
     const steps = registry.all();
     const unlimited = steps.filter((s) => !s.flow).map((s) => s.kind);
-    if (unlimited.length > 0 || steps.length === 0) {
+    if (unlimited.length > 0 || (steps.length === 0 && workflows.length === 0)) {
       this.sources.push(queueCap === null ? new PlainSource(ctx, unlimited) : new FlowSource(ctx, unlimited, undefined));
     }
     for (const step of steps) if (step.flow) this.sources.push(new FlowSource(ctx, [step.kind], step.flow));
+    if (workflows.length > 0) this.sources.push(new WorkflowSource(ctx, workflows));
+    for (const workflow of workflows) this.workflowSteps.set(workflow.name, workflow.step);
   }
 
   wake(): void {
@@ -178,7 +189,7 @@ export class QueueWorker {
     const began = performance.now();
     // The wait since due includes the time it waited here.
     row.wait_ms += began - claimedAt;
-    const execution = new StepExecution(row, this.registry.get(row.kind), this.deps);
+    const execution = new StepExecution(row, this.workflowSteps.get(row.kind) ?? this.registry.get(row.kind), this.deps);
     this.running.set(row.id, execution);
     this.busy += 1;
     void execution.handlerDone.then(() => {

@@ -20,6 +20,7 @@ import type { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { AttemptOutcome } from '../runtime/engine-events.js';
 import type { AttemptEnd, CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { ProgressReporter } from './progress-reporter.js';
+import { PassEnded } from '../workflow/code/pass-ended.js';
 
 export interface ExecutionDeps {
   database: CycloneDatabase;
@@ -40,7 +41,14 @@ interface Recorded extends AttemptEnd {
 }
 
 /** Outcomes that observers hear of; the others changed nothing (or nothing this worker could write). */
-const OBSERVED: ReadonlySet<string> = new Set<AttemptOutcome>(['completed', 'retried', 'discarded', 'snoozed', 'cancelled']);
+const OBSERVED: ReadonlySet<string> = new Set<AttemptOutcome>([
+  'completed',
+  'retried',
+  'discarded',
+  'snoozed',
+  'cancelled',
+  'suspended',
+]);
 
 /**
  * How long a handler may keep running after its signal aborted before the
@@ -225,6 +233,11 @@ export class StepExecution {
       return this.fail(errorMessage(error), 'error', error);
     }
     if (isInstance(outcome.value, Snooze)) return this.snooze(outcome.value.delayMs);
+    // A pass of a code workflow that ended waiting, or without its lease: its own writes said all there was to say.
+    if (isInstance(outcome.value, PassEnded)) {
+      if (outcome.value.reason === 'suspended') return { outcome: 'suspended', failed: false };
+      return outcome.value.reason === 'lease_lost' ? this.dropped('pass') : { outcome: 'unrecorded', failed: false };
+    }
     let output: string;
     try {
       output = toJson(outcome.value ?? null, 'output', this.deps.maxPayloadBytes);

@@ -18,6 +18,7 @@ import { WorkflowRegistry } from '../workflow/workflow-registry.js';
 import { CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { QueueWorker } from './queue-worker.js';
+import { CodeWorkflowRegistry } from '../workflow/code/code-workflow-registry.js';
 
 /** SQLSTATE of a table that does not exist. */
 const UNDEFINED_TABLE = '42P01';
@@ -50,6 +51,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
     private readonly tracer: CycloneTracer,
     private readonly workflows: WorkflowRegistry,
+    private readonly codeWorkflows: CodeWorkflowRegistry,
   ) {
     this.completions = new CompletionBatcher(database, stats.clientId);
     const [min, max] = options.pollIntervalMs;
@@ -74,7 +76,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
           stats: this.stats,
           completions: this.completions,
           tracer: this.tracer,
-        }, this.options.queueCaps.get(queue) ?? null),
+        }, this.options.queueCaps.get(queue) ?? null, this.codeWorkflows.onQueue(queue)),
       );
     }
     this.unsubscribe.push(
@@ -134,7 +136,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
    * nothing to record then, and pauseQueue needs that version too.
    */
   private async registerQueues(served: Map<string, number>): Promise<void> {
-    const named = this.registry.all().map((step) => step.queue ?? DEFAULT_QUEUE);
+    const named = [...this.registry.all(), ...this.codeWorkflows.all().map((w) => w.step)].map((step) => step.queue ?? DEFAULT_QUEUE);
     const nodes = this.workflows.names().flatMap((name) => this.workflows.get(name).nodes.map((node) => node.queue));
     try {
       await this.database.query(REGISTER_QUEUES, [[...new Set([...served.keys(), ...named, ...nodes])]]);
@@ -159,12 +161,12 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
 
   /**
    * The configured queues, plus, when none were configured, any queue a
-   * registered step names, so that `@Step('x', { queue: 'bulk' })` runs
-   * without further setup.
+   * registered step or workflow names, so that `@Step('x', { queue: 'bulk' })`
+   * runs without further setup.
    */
   private servedQueues(): Map<string, number> {
     const queues = new Map(this.options.queues);
-    for (const step of this.registry.all()) {
+    for (const step of [...this.registry.all(), ...this.codeWorkflows.all().map((w) => w.step)]) {
       if (!step.queue || queues.has(step.queue)) continue;
       if (this.options.queuesConfigured) {
         this.logger.warn(

@@ -36,6 +36,11 @@ export class WorkflowRegistry {
     return compiled;
   }
 
+  /** A registered workflow by name, or undefined. */
+  find(name: string): CompiledWorkflow | undefined {
+    return this.workflows.get(name);
+  }
+
   names(): string[] {
     return [...this.workflows.keys()];
   }

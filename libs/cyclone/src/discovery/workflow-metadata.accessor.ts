@@ -1,0 +1,32 @@
+import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
+import { WORKFLOW_HOST_METADATA, WORKFLOW_METADATA } from '../cyclone.constants.js';
+import type { WorkflowMetadata } from '../decorators/workflow.decorator.js';
+
+type HostClass = abstract new (...args: never[]) => unknown;
+
+/** What `@Workflow` left on a provider, read without touching a registry. */
+export class WorkflowMetadataAccessor {
+  /** The class of a provider with `@Workflow` methods (its instance's, for a `useValue`/`useFactory` provider). */
+  hostClass(wrapper: InstanceWrapper): HostClass | undefined {
+    const candidates = [wrapper.metatype, (wrapper.instance as object | undefined)?.constructor];
+    for (const candidate of candidates) {
+      if (typeof candidate === 'function' && Reflect.getMetadata(WORKFLOW_HOST_METADATA, candidate)) {
+        return candidate as HostClass;
+      }
+    }
+    return undefined;
+  }
+
+  workflowOf(method: unknown): WorkflowMetadata | undefined {
+    return typeof method === 'function'
+      ? (Reflect.getMetadata(WORKFLOW_METADATA, method) as WorkflowMetadata | undefined)
+      : undefined;
+  }
+
+  /** The first workflow a host declares, to name it in an error before its instance exists. */
+  firstName(host: HostClass): string {
+    const [method] = Reflect.getMetadata(WORKFLOW_HOST_METADATA, host) as (string | symbol)[];
+    const declared = (host.prototype as Record<string | symbol, object>)[method];
+    return String((Reflect.getMetadata(WORKFLOW_METADATA, declared) as WorkflowMetadata).name);
+  }
+}
