@@ -1,7 +1,11 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import {
+  CycloneDatabase,
+  CycloneStats,
+  OnStepEvent,
   PermanentError,
+  RunCancelledError,
   RunFailedError,
   Step,
   StepFailedError,
@@ -9,11 +13,14 @@ import {
   defineStep,
   defineWorkflow,
   type StepContext,
+  type StepEvent,
   type WorkflowContext,
 } from 'cyclone-nestjs';
-import { CycloneTestEnv } from 'cyclone-nestjs/testing';
-import { closeAll } from './support/handler-probe.js';
+import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
+import { closeAll, lastTickAt } from './support/handler-probe.js';
+import { untilStates } from './support/node-states.js';
 import { waitFor } from './support/wait.js';
+import { CLAIM_WORKFLOWS } from '../libs/cyclone/src/sql/code-workflow.sql.js';
 
 /** What the inline calls and steps did, in order: a test counts what ran. */
 const effects: string[] = [];
@@ -155,5 +162,285 @@ describe('workflows written as code', () => {
     expect(await env.client.retryAll(runId)).toBe(2);
     expect(await env.client.result(runId, { timeout: 20_000 })).toBe('x');
     await waitFor('the run completed', async () => (await env.client.getRun(runId)).state === 'completed');
+  });
+});
+
+/** Reads a run's workflow node: its state, lease and passes (its lease generation counts its claims). */
+async function workflowNode(env: CycloneTestEnv, runId: string) {
+  const { rows } = await env.app.get(CycloneDatabase).pool.query<{
+    state: string;
+    lease_owner: string | null;
+    passes: number;
+    depends_on: string[];
+    wake_delay_ms: number | null;
+  }>(
+    `SELECT s.state, s.lease_owner, s.lease_generation::int AS passes, s.depends_on, s.wake_delay_ms
+       FROM cyclone_steps s JOIN cyclone_runs r ON r.id = s.run_id AND s.node_id = r.workflow WHERE r.id = $1`,
+    [runId],
+  );
+  return rows[0];
+}
+
+describe('replay', () => {
+  /** Set by the test: the inline call 'b' returns only once step 'a' has completed. */
+  let release: (() => Promise<unknown>) | undefined;
+
+  @Injectable()
+  class RaceFlow {
+    constructor(private readonly database: CycloneDatabase) {}
+
+    @Workflow('race')
+    async race(_input: unknown, wf: WorkflowContext) {
+      const a = wf.step('a', Reserve, { sku: 'a' }).then(() => 'a');
+      const b = wf.run('b', async () => {
+        await release?.();
+        return 'b';
+      });
+      const first = await Promise.race([a, b]);
+      await wf.run(`after-${first}`, () => {
+        effects.push(`after ${first}`);
+        return first;
+      });
+      await a;
+      await wf.waitForSignal('done');
+      return first;
+    }
+  }
+
+  it('hands the method its results in the order the run learned of them, not the order they finished', async () => {
+    const env = await CycloneTestEnv.create({ providers: [OrderSteps, RaceFlow], pollInterval: [20, 50] });
+    envs.push(env);
+    const pool = env.app.get(CycloneDatabase).pool;
+    // Step 'a' completes first, while 'b' runs: the pass learns of 'b' (its own result) and races on it.
+    release = () =>
+      waitFor('step a to complete', async () => {
+        const { rows } = await pool.query(`SELECT 1 FROM cyclone_steps WHERE node_id = 'a' AND state = 'completed'`);
+        return rows.length > 0;
+      });
+    const runId = await env.client.start('race', null);
+    await untilStates(env, runId, { done: 'waiting_signal' }, 'the wait for "done"');
+    const finished = await pool.query<{ node_id: string; observed: number; finished_at: Date }>(
+      `SELECT node_id, observed, finished_at FROM cyclone_steps WHERE run_id = $1 AND node_id IN ('a', 'b') ORDER BY node_id`,
+      [runId],
+    );
+    const [a, b] = finished.rows;
+    expect(a.finished_at.getTime()).toBeLessThan(b.finished_at.getTime());
+    expect(b.observed).toBeLessThan(a.observed);
+
+    // The replay after the signal sees both finished, and must take 'b' again.
+    await env.client.signal(runId, 'done', null);
+    expect(await env.client.result(runId, { timeout: 20_000 })).toBe('b');
+    expect(effects.filter((e) => e.startsWith('after'))).toEqual(['after b']);
+    expect((await workflowNode(env, runId)).passes).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('patches and versions', () => {
+  let database: TestDatabase | undefined;
+  afterEach(async () => {
+    await closeAll(envs);
+    await database?.drop();
+    database = undefined;
+  });
+
+  @Injectable()
+  class BeforePatch {
+    @Workflow('patchy')
+    async run(_input: unknown, wf: WorkflowContext) {
+      await wf.run('a', () => effects.push('a'));
+      await wf.run('b', () => effects.push('b'));
+      await wf.waitForSignal('go');
+      return 'old path';
+    }
+  }
+
+  @Injectable()
+  class AfterPatch {
+    @Workflow('patchy')
+    async run(_input: unknown, wf: WorkflowContext) {
+      await wf.run('a', () => effects.push('a'));
+      const patched = wf.patched('tax-v2');
+      if (patched) await wf.run('tax', () => effects.push('tax'));
+      await wf.run('b', () => effects.push('b'));
+      await wf.waitForSignal('go');
+      return patched ? 'new path' : 'old path';
+    }
+  }
+
+  it('keeps a run that started before a patch on its old path, recorded once, and takes new runs down the new one', async () => {
+    database = await TestDatabase.create(process.env.CYCLONE_TEST_DATABASE_URL!);
+    const on = { databaseUrl: database.url, isolate: false, pollInterval: [20, 50] as [number, number] };
+    const before = await CycloneTestEnv.create({ providers: [BeforePatch], ...on });
+    envs.push(before);
+    const oldRun = await before.client.start('patchy', null);
+    await untilStates(before, oldRun, { go: 'waiting_signal' }, 'the old run to wait for "go"');
+    await closeAll(envs);
+
+    const after = await CycloneTestEnv.create({ providers: [AfterPatch], ...on });
+    envs.push(after);
+    const newRun = await after.client.start('patchy', null);
+    await untilStates(after, newRun, { go: 'waiting_signal' }, 'the new run to wait for "go"');
+    await after.client.signal(oldRun, 'go', null);
+    await after.client.signal(newRun, 'go', null);
+    expect(await after.client.result(oldRun, { timeout: 20_000 })).toBe('old path');
+    expect(await after.client.result(newRun, { timeout: 20_000 })).toBe('new path');
+    const patchOf = async (runId: string) => (await after.client.listSteps(runId)).find((s) => s.nodeId === 'tax-v2');
+    expect(await patchOf(oldRun)).toMatchObject({ type: 'patch', output: false });
+    expect(await patchOf(newRun)).toMatchObject({ type: 'patch', output: true });
+    // 'a' and 'b' of each run once, 'tax' only in the new one.
+    expect(effects.sort()).toEqual(['a', 'a', 'b', 'b', 'tax']);
+  });
+
+  function versioned(version: number) {
+    @Injectable()
+    class Versioned {
+      @Workflow('versioned', { version })
+      async run(_input: unknown, wf: WorkflowContext) {
+        return { version: wf.version, ranBy: await wf.run('who', () => version) };
+      }
+    }
+    return Versioned;
+  }
+
+  it('leaves a run started by a newer version to a client that has it', async () => {
+    database = await TestDatabase.create(process.env.CYCLONE_TEST_DATABASE_URL!);
+    const on = { databaseUrl: database.url, isolate: false, pollInterval: [20, 50] as [number, number] };
+    const older = await CycloneTestEnv.create({ providers: [versioned(1)], ...on });
+    const starter = await CycloneTestEnv.create({ providers: [versioned(2)], ...on, runWorkers: false });
+    envs.push(older, starter);
+    const runId = await starter.client.start('versioned', null);
+    expect(await starter.client.getRun(runId)).toMatchObject({ version: 2 });
+    // The older client's claim passes over it, however often it polls.
+    const ticks = lastTickAt(older, 'cyclone:poll')!.getTime();
+    await waitFor('three more poll ticks of the older client', async () => {
+      const at = lastTickAt(older, 'cyclone:poll')!.getTime();
+      return at > ticks + 3 * 20;
+    });
+    const claimed = await older.app.get(CycloneDatabase).query(CLAIM_WORKFLOWS, ['default', ['versioned'], [1], 10, 'probe', 1]);
+    expect(claimed.rows).toEqual([]);
+    expect(await workflowNode(older, runId)).toMatchObject({ state: 'available', passes: 0 });
+
+    const newer = await CycloneTestEnv.create({ providers: [versioned(2)], ...on });
+    envs.push(newer);
+    expect(await newer.client.result(runId, { timeout: 20_000 })).toEqual({ version: 2, ranBy: 2 });
+    // An older run goes to either: the newer client runs it as version 1 recorded it.
+    const oldRun = await older.client.start('versioned', null);
+    expect(await older.client.result(oldRun, { timeout: 20_000 })).toMatchObject({ version: 1 });
+    expect(older.app.get(CycloneStats).clientId).not.toBe(newer.app.get(CycloneStats).clientId);
+  });
+});
+
+describe('durable waits', () => {
+  let inlineCalls = 0;
+
+  @Injectable()
+  class Waits {
+    @Workflow('waits')
+    async run(_input: unknown, wf: WorkflowContext) {
+      const flaky = await wf.run(
+        'flaky',
+        ({ attempt }) => {
+          inlineCalls += 1;
+          if (attempt < 3) throw new Error(`attempt ${attempt} fails`);
+          return attempt;
+        },
+        { maxAttempts: 3, backoff: () => 30 },
+      );
+      let timedOut = false;
+      try {
+        await wf.waitForSignal('never', { timeout: 50 });
+      } catch (err) {
+        timedOut = err instanceof StepFailedError && err.errorKind === 'signal_timeout';
+      }
+      const both = await Promise.race([
+        wf.waitForSignal<string>('answer').then((v) => `signal ${v}`),
+        wf.sleep('patience', '1h').then(() => 'timer'),
+      ]);
+      return { flaky, timedOut, both };
+    }
+  }
+
+  it('retries an inline call after its backoff on a timer, times a signal wait out, and races a signal against a sleep', async () => {
+    inlineCalls = 0;
+    const env = await CycloneTestEnv.create({ providers: [Waits], pollInterval: [20, 50] });
+    envs.push(env);
+    const runId = await env.client.start('waits', null);
+    await untilStates(env, runId, { answer: 'waiting_signal', patience: 'waiting_timer' }, 'the race');
+    // Waiting, the workflow holds no worker.
+    expect(await workflowNode(env, runId)).toMatchObject({ state: 'pending', lease_owner: null });
+    await env.client.signal(runId, 'answer', 'yes');
+    expect(await env.client.result(runId, { timeout: 20_000 })).toEqual({ flaky: 3, timedOut: true, both: 'signal yes' });
+    expect(inlineCalls).toBe(3);
+    const flaky = (await env.client.listSteps(runId)).find((s) => s.nodeId === 'flaky')!;
+    expect(flaky).toMatchObject({ type: 'run', state: 'completed', attempt: 3, maxAttempts: 3, error: null, output: 3 });
+  });
+});
+
+describe('children, cancel and pause', () => {
+  const events: StepEvent[] = [];
+
+  @Injectable()
+  class Family {
+    @Workflow('parent')
+    async parent(input: { children: number }, wf: WorkflowContext) {
+      const ids = await Promise.all(
+        Array.from({ length: input.children }, (_, i) => wf.startChild(`child-${i}`, 'child', { i })),
+      );
+      const results: unknown[] = [];
+      for (const id of ids) {
+        try {
+          results.push(await wf.result(id));
+        } catch (err) {
+          results.push(`failed: ${(err as StepFailedError).errorKind}`);
+        }
+      }
+      return results;
+    }
+
+    @Workflow('child')
+    async child(input: { i: number }, wf: WorkflowContext) {
+      const word = await wf.waitForSignal<string>('word');
+      return `${input.i}:${word}`;
+    }
+
+    @OnStepEvent('completed', 'parent')
+    parentCompleted(event: StepEvent) {
+      events.push(event);
+    }
+  }
+
+  it('starts child runs, takes their results, hears of a cancelled one, and cancels the rest with the parent', async () => {
+    events.length = 0;
+    const env = await CycloneTestEnv.create({ providers: [Family], pollInterval: [20, 50] });
+    envs.push(env);
+    const runId = await env.client.start('parent', { children: 3 });
+    const children = await waitFor('three children', async () => {
+      const nodes = (await env.client.listSteps(runId)).filter((s) => s.type === 'child');
+      return nodes.length === 3 ? nodes.map((n) => n.output as string) : undefined;
+    });
+    for (const child of children) await untilStates(env, child, { word: 'waiting_signal' }, `child ${child} to wait`);
+    await env.client.signal(children[0], 'word', 'hello');
+    expect(await env.client.cancel(children[1])).toBe(true);
+    await untilStates(env, runId, { [children[1]]: 'discarded' }, 'the wait for the cancelled child');
+
+    // Pausing the waiting parent: a child's finish does not start a pass until resume.
+    expect(await env.client.pause(runId)).toBe(true);
+    await env.client.signal(children[2], 'word', 'late');
+    await waitFor('the third child to complete', async () => (await env.client.getRun(children[2])).state === 'completed');
+    expect(await workflowNode(env, runId)).toMatchObject({ state: 'paused' });
+    expect(await env.client.resume(runId)).toBe(true);
+    expect(await env.client.result(runId, { timeout: 20_000 })).toEqual(['0:hello', 'failed: error', '2:late']);
+    await waitFor('the completed event', async () => events.length === 1);
+    expect(events[0]).toMatchObject({ runId, nodeId: 'parent', kind: 'parent', output: ['0:hello', 'failed: error', '2:late'] });
+
+    // Cancelling a parent cancels its unfinished children.
+    const second = await env.client.start('parent', { children: 2 });
+    const kids = await waitFor('two children', async () => {
+      const nodes = (await env.client.listSteps(second)).filter((s) => s.type === 'child');
+      return nodes.length === 2 ? nodes.map((n) => n.output as string) : undefined;
+    });
+    expect(await env.client.cancel(second)).toBe(true);
+    for (const kid of kids) expect((await env.client.getRun(kid)).state).toBe('cancelled');
+    await expect(env.client.result(second)).rejects.toBeInstanceOf(RunCancelledError);
   });
 });

@@ -805,7 +805,7 @@ BEGIN
   RETURN v_outcome;
 END $$;
 
-DROP FUNCTION IF EXISTS cyclone_record_nodes(uuid, text, text, bigint, jsonb, integer, boolean, text[]);
+DROP FUNCTION IF EXISTS cyclone_record_nodes(uuid, text, text, bigint, jsonb, integer, boolean, text[], integer);
 DROP FUNCTION IF EXISTS cyclone_deliver_results(uuid[]);
 DROP FUNCTION IF EXISTS cyclone_run_output(uuid);
 DROP FUNCTION IF EXISTS cyclone_run_failure(uuid);
@@ -819,7 +819,7 @@ DROP INDEX IF EXISTS cyclone_steps_workflows;
 DROP INDEX IF EXISTS cyclone_runs_parent;
 ALTER TABLE cyclone_steps DROP CONSTRAINT cyclone_steps_node_type_check;
 ALTER TABLE cyclone_steps ADD CONSTRAINT cyclone_steps_node_type_check CHECK (node_type IN ('step', 'signal', 'sleep'));
-ALTER TABLE cyclone_steps DROP COLUMN input, DROP COLUMN observed;
+ALTER TABLE cyclone_steps DROP COLUMN input, DROP COLUMN observed, DROP COLUMN wake_delay_ms;
 ALTER TABLE cyclone_runs DROP COLUMN version, DROP COLUMN parent_id;
 
 DELETE FROM cyclone_schema_migrations WHERE version = 14;

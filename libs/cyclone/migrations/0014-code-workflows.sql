@@ -19,8 +19,9 @@ ALTER TABLE cyclone_runs ADD COLUMN version integer, ADD COLUMN parent_id uuid;
 -- input: a node's own input (a code workflow's wf.step and child nodes),
 -- NULL where a node takes the run's. observed: the place of a finished node
 -- in the order its workflow learned of results, which replays repeat
--- (sql/functions/load-history.sql).
-ALTER TABLE cyclone_steps ADD COLUMN input jsonb, ADD COLUMN observed integer;
+-- (sql/functions/load-history.sql). wake_delay_ms: on a waiting workflow's
+-- node, how long after a wake-up its next pass starts (wake-workflows.sql).
+ALTER TABLE cyclone_steps ADD COLUMN input jsonb, ADD COLUMN observed integer, ADD COLUMN wake_delay_ms integer;
 
 ALTER TABLE cyclone_steps DROP CONSTRAINT cyclone_steps_node_type_check;
 ALTER TABLE cyclone_steps ADD CONSTRAINT cyclone_steps_node_type_check

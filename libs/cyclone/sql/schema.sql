@@ -155,6 +155,7 @@ CREATE TABLE cyclone_steps (
   rate_key text,
   input jsonb,
   observed integer,
+  wake_delay_ms integer,
   CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
   CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text, 'workflow'::text, 'run'::text, 'child'::text, 'result'::text, 'patch'::text]))),
   CONSTRAINT cyclone_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'available'::text, 'running'::text, 'waiting_signal'::text, 'waiting_timer'::text, 'paused'::text, 'completed'::text, 'discarded'::text, 'cancelled'::text]))),
@@ -1096,7 +1097,7 @@ BEGIN
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_load_history(p_run_id uuid, p_node_id text, p_owner text, p_generation bigint)
- RETURNS TABLE(node_id text, node_type text, kind text, state text, output jsonb, error text, error_kind text, attempt integer, max_attempts integer, observed integer, version integer)
+ RETURNS TABLE(node_id text, node_type text, kind text, state text, output jsonb, error text, error_kind text, attempt integer, max_attempts integer, observed integer, version integer, wake_delay_ms integer)
  LANGUAGE plpgsql
 AS $function$
 #variable_conflict use_column
@@ -1121,7 +1122,8 @@ BEGIN
    WHERE s.run_id = p_run_id AND s.id = o.id;
   RETURN QUERY
   SELECT s.node_id, s.node_type, s.kind, s.state, s.output, s.error, s.error_kind, s.attempt, s.max_attempts, s.observed,
-         CASE WHEN s.node_type = 'workflow' THEN (SELECT r.version FROM cyclone_runs r WHERE r.id = p_run_id) END
+         CASE WHEN s.node_type = 'workflow' THEN (SELECT r.version FROM cyclone_runs r WHERE r.id = p_run_id) END,
+         s.wake_delay_ms
     FROM cyclone_steps s
    WHERE s.run_id = p_run_id
    ORDER BY s.node_type <> 'workflow', s.id;

@@ -1,6 +1,6 @@
 -- The start of a pass of a code workflow: every node the run has recorded, in
 -- one statement, the workflow's own node first (with the version the run
--- recorded). Returns nothing when the pass's lease (owner and generation of
+-- recorded, and the delay its last suspension asked of its wake-up). Returns nothing when the pass's lease (owner and generation of
 -- its claim) is no longer held.
 --
 -- The order in which the method learns of finished nodes must be the same
@@ -13,7 +13,7 @@
 -- the method results in this order, whenever they finished.
 CREATE OR REPLACE FUNCTION cyclone_load_history(p_run_id uuid, p_node_id text, p_owner text, p_generation bigint)
 RETURNS TABLE (node_id text, node_type text, kind text, state text, output jsonb, error text, error_kind text,
-               attempt integer, max_attempts integer, observed integer, version integer)
+               attempt integer, max_attempts integer, observed integer, version integer, wake_delay_ms integer)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -37,7 +37,8 @@ BEGIN
    WHERE s.run_id = p_run_id AND s.id = o.id;
   RETURN QUERY
   SELECT s.node_id, s.node_type, s.kind, s.state, s.output, s.error, s.error_kind, s.attempt, s.max_attempts, s.observed,
-         CASE WHEN s.node_type = 'workflow' THEN (SELECT r.version FROM cyclone_runs r WHERE r.id = p_run_id) END
+         CASE WHEN s.node_type = 'workflow' THEN (SELECT r.version FROM cyclone_runs r WHERE r.id = p_run_id) END,
+         s.wake_delay_ms
     FROM cyclone_steps s
    WHERE s.run_id = p_run_id
    ORDER BY s.node_type <> 'workflow', s.id;

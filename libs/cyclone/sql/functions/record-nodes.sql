@@ -20,7 +20,8 @@
 -- pass goes on, and those nodes are returned to it; otherwise the workflow's
 -- node goes back to pending, waiting on them (depends_on), its lease given
 -- up and no attempt counted: the worker slot is free, and the first of them
--- to finish makes the node available again (wake-workflows.sql).
+-- to finish makes the node available again, p_wake_delay_ms later
+-- (wake-workflows.sql).
 --
 -- Locks: the run, then the child runs a wf.result waits on (FOR SHARE: a
 -- child that is settling finishes first, and this statement sees its
@@ -34,7 +35,7 @@
 -- NULL): 'running', 'suspended', or 'lost'.
 CREATE OR REPLACE FUNCTION cyclone_record_nodes(p_run_id uuid, p_node_id text, p_owner text, p_generation bigint,
                                                 p_ops jsonb, p_next_observed integer, p_suspend boolean,
-                                                p_awaited text[])
+                                                p_awaited text[], p_wake_delay_ms integer)
 RETURNS TABLE (node_id text, state text, output jsonb, error text, error_kind text, observed integer,
                attempt integer, max_attempts integer)
 LANGUAGE plpgsql AS $$
@@ -203,7 +204,8 @@ BEGIN
       UPDATE cyclone_steps
          SET state = CASE WHEN v_paused THEN 'paused' ELSE 'pending' END,
              paused_state = CASE WHEN v_paused THEN 'pending' END,
-             depends_on = p_awaited, lease_owner = NULL, lease_expiry = NULL, updated_at = now()
+             depends_on = p_awaited, wake_delay_ms = p_wake_delay_ms, lease_owner = NULL, lease_expiry = NULL,
+             updated_at = now()
        WHERE run_id = p_run_id AND id = v_me.id;
       node_id := NULL;
       state := 'suspended';

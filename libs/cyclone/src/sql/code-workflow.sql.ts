@@ -55,6 +55,8 @@ export interface RecordedNodeRow {
   observed: number | null;
   /** The version the run recorded, on the workflow's own node. */
   version: number | null;
+  /** On the workflow's own node: the delay its last suspension asked of its wake-up. */
+  wake_delay_ms: number | null;
 }
 
 /**
@@ -63,7 +65,8 @@ export interface RecordedNodeRow {
  */
 export const LOAD_HISTORY = statement<[runId: string, nodeId: string, owner: string, generation: string], RecordedNodeRow>(
   'cyclone_load_history',
-  /* sql */ `SELECT node_id, node_type, kind, state, output, error, error_kind, attempt, max_attempts, observed, version
+  /* sql */ `SELECT node_id, node_type, kind, state, output, error, error_kind, attempt, max_attempts, observed, version,
+         wake_delay_ms
   FROM cyclone_load_history($1, $2, $3, $4)`,
   { prepared: true },
 );
@@ -95,12 +98,13 @@ export const RECORD_NODES = statement<
     nextObserved: number,
     suspend: boolean,
     awaited: string[],
+    wakeDelayMs: number,
   ],
   RecordedRow
 >(
   'cyclone_record_nodes',
   /* sql */ `SELECT node_id, state, output, error, error_kind, observed, attempt, max_attempts
-  FROM cyclone_record_nodes($1, $2, $3, $4, $5::jsonb, $6, $7, $8::text[])`,
+  FROM cyclone_record_nodes($1, $2, $3, $4, $5::jsonb, $6, $7, $8::text[], $9)`,
   { prepared: true },
 );
 

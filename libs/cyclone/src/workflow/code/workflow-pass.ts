@@ -42,6 +42,15 @@ const SIGNAL_OPTION_NAMES = ['timeout'] as const;
 
 const FINISHED: ReadonlySet<StepState> = new Set(['completed', 'discarded', 'cancelled']);
 
+/**
+ * A pass that suspends having recorded nothing (its method still waits on
+ * the rest of what it waited on) delays the next one's start this long
+ * after the wake-up, doubling while passes keep recording nothing, up to
+ * the cap: a fan-out's finishes are taken a batch a pass (see wake-workflows.sql).
+ */
+const FIRST_WAKE_DELAY_MS = 50;
+const MAX_WAKE_DELAY_MS = 5_000;
+
 /** A call of the method that waits for its node to finish. */
 interface Waiter {
   resolve: (output: unknown) => void;
@@ -102,6 +111,9 @@ export class WorkflowPass {
   /** The next place in the order the run learns of results. */
   private nextObserved = 1;
   private nodes = 0;
+  /** The delay the last suspension asked of its wake-up, and whether this pass has recorded anything. */
+  private lastWakeDelayMs = 0;
+  private recordedAny = false;
   private fatal?: CycloneError;
   private returned?: { ok: true; value: unknown } | { ok: false; error: unknown };
   private ended = false;
@@ -147,6 +159,7 @@ export class WorkflowPass {
       if (row.observed !== null) this.nextObserved = Math.max(this.nextObserved, row.observed + 1);
     }
     this.nodes = rows.length;
+    this.lastWakeDelayMs = rows[0].wake_delay_ms ?? 0;
     const context = makeContext(rows[0].version ?? this.workflow.version);
     Promise.resolve()
       .then(() => this.workflow.method(input, context as never))
@@ -528,6 +541,10 @@ export class WorkflowPass {
     let observed = this.nextObserved;
     const numbered = batch.map((op) => (op.finishes ? observed++ : null));
     const json = `[${batch.map((op, i) => opJson(op, numbered[i])).join(',')}]`;
+    if (batch.length > 0) this.recordedAny = true;
+    const wakeDelayMs = this.recordedAny
+      ? 0
+      : Math.min(this.lastWakeDelayMs === 0 ? FIRST_WAKE_DELAY_MS : 2 * this.lastWakeDelayMs, MAX_WAKE_DELAY_MS);
     let rows: RecordedRow[];
     try {
       ({ rows } = await this.deps.database.query(RECORD_NODES, [
@@ -539,6 +556,7 @@ export class WorkflowPass {
         observed,
         suspend && last,
         awaited,
+        wakeDelayMs,
       ]));
     } catch (err) {
       this.writing = false;
