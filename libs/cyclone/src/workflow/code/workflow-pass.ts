@@ -417,7 +417,9 @@ export class WorkflowPass {
     try {
       output = toJson(value ?? null, `result of wf.run(${label(name)})`, this.deps.module.maxPayloadBytes);
     } catch (err) {
-      this.fail(err);
+      // The method gets the error, and the run fails whatever it does with it.
+      this.waiting.delete(name);
+      waiter.reject(this.fail(err));
       return;
     }
     this.waiting.delete(name);
