@@ -12,6 +12,8 @@ export const WORKER_SCRIPT = join(ROOT, '.build/test/crash/crash-worker.js');
 export const FLOW_WORKER_SCRIPT = join(ROOT, '.build/test/flow/flow-worker.js');
 /** The app of the server-restart test (test/crash/outage-app.ts): every connection of Cyclone busy at once. */
 export const OUTAGE_APP_SCRIPT = join(ROOT, '.build/test/crash/outage-app.js');
+/** The code workflow worker (test/crash/workflow-worker.ts). */
+export const WORKFLOW_WORKER_SCRIPT = join(ROOT, '.build/test/crash/workflow-worker.js');
 
 export interface FleetSettings {
   databaseUrl: string;
