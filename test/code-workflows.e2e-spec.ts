@@ -16,6 +16,7 @@ import {
   type StepEvent,
   type WorkflowContext,
 } from 'cyclone-nestjs';
+import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/health';
 import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { closeAll, lastTickAt } from './support/handler-probe.js';
 import { untilStates } from './support/node-states.js';
@@ -302,10 +303,10 @@ describe('patches and versions', () => {
     return Versioned;
   }
 
-  it('leaves a run started by a newer version to a client that has it', async () => {
+  it('leaves a run started by a newer version to a client that has it, and says so in health', async () => {
     database = await TestDatabase.create(process.env.CYCLONE_TEST_DATABASE_URL!);
     const on = { databaseUrl: database.url, isolate: false, pollInterval: [20, 50] as [number, number] };
-    const older = await CycloneTestEnv.create({ providers: [versioned(1)], ...on });
+    const older = await CycloneTestEnv.create({ providers: [versioned(1)], imports: [CycloneHealthModule], ...on });
     const starter = await CycloneTestEnv.create({ providers: [versioned(2)], ...on, runWorkers: false });
     envs.push(older, starter);
     const runId = await starter.client.start('versioned', null);
@@ -319,6 +320,18 @@ describe('patches and versions', () => {
     const claimed = await older.app.get(CycloneDatabase).query(CLAIM_WORKFLOWS, ['default', ['versioned'], [1], 10, 'probe', 1]);
     expect(claimed.rows).toEqual([]);
     expect(await workflowNode(older, runId)).toMatchObject({ state: 'available', passes: 0 });
+    const health = (await older.app.get(CycloneHealthIndicator).isHealthy('cyclone')).cyclone as Record<string, any>;
+    expect(health.workflows).toEqual({
+      versions: { versioned: 1 },
+      waitingForNewerVersion: [
+        {
+          workflow: 'versioned',
+          version: 2,
+          runs: 1,
+          message: expect.stringMatching(/1 run\(s\) of workflow "versioned" were started by version 2, newer than this client's 1/),
+        },
+      ],
+    });
 
     const newer = await CycloneTestEnv.create({ providers: [versioned(2)], ...on });
     envs.push(newer);

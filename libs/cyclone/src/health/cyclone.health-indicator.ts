@@ -5,6 +5,7 @@ import { messages } from '../cyclone.messages.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { DatabaseUnavailableError } from '../errors/database-unavailable.error.js';
 import { QUEUE_STATE, STRANDED_LEASES } from '../sql/health.sql.js';
+import { NEWER_VERSION_RUNS } from '../sql/code-workflow.sql.js';
 import { CycloneStats, type LoopState } from '../runtime/cyclone-stats.js';
 
 export interface CycloneHealthOptions {
@@ -27,7 +28,11 @@ interface QueueState {
  * time, when leases stay expired past TTL + two poll ticks (no live client is
  * reclaiming them), or when one of this client's loops has stalled. Degraded
  * when a queue's backlog is older than `maxQueueAge` or the LISTEN
- * connection is down (polling still moves jobs, only slower).
+ * connection is down (polling still moves jobs, only slower). It also says
+ * which runs of this client's code workflows wait for a newer version than
+ * this client's (`workflows.waitingForNewerVersion`): this client leaves
+ * them to one that has it, which is expected while a new version rolls out
+ * and is not a fault of this client's.
  */
 @Injectable()
 export class CycloneHealthIndicator {
@@ -42,12 +47,16 @@ export class CycloneHealthIndicator {
     const timeoutMs = toMs(opts.timeout ?? 3_000, 'timeout');
     const maxQueueAgeMs = toMs(opts.maxQueueAge ?? 300_000, 'maxQueueAge');
     const [, maxPollMs] = this.stats.pollIntervalMs;
-    let leases, queueRows;
+    const versions = this.stats.workflowVersions;
+    let leases, queueRows, newerRows;
     try {
-      [leases, queueRows] = await withTimeout(
+      [leases, queueRows, newerRows] = await withTimeout(
         Promise.all([
           this.database.query(STRANDED_LEASES, [2 * maxPollMs]).then((r) => r.rows[0]),
           this.database.query(QUEUE_STATE, []).then((r) => r.rows),
+          versions.size === 0
+            ? Promise.resolve([])
+            : this.database.query(NEWER_VERSION_RUNS, [[...versions.keys()], [...versions.values()]]).then((r) => r.rows),
         ]),
         timeoutMs,
       );
@@ -83,6 +92,19 @@ export class CycloneHealthIndicator {
         leasesLost: this.stats.leasesLost,
       },
       queues,
+      ...(versions.size === 0
+        ? {}
+        : {
+            workflows: {
+              versions: Object.fromEntries(versions),
+              waitingForNewerVersion: newerRows.map((row) => ({
+                workflow: row.workflow,
+                version: row.version,
+                runs: row.runs,
+                message: messages.newerVersionRuns(row.workflow, row.runs, row.version, versions.get(row.workflow)!),
+              })),
+            },
+          }),
       partitions: { kept: this.stats.keptPartitions },
       loops: Object.fromEntries(
         loops.map((loop) => [loop.name.replace(/^cyclone:/, ''), { lastTickAgeMs: loop.lastTickAgeMs, lastError: loop.lastError }]),

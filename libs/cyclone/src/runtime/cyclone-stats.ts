@@ -50,6 +50,8 @@ export class CycloneStats {
   lastClaimError: string | null = null;
   /** The queues this client's workers serve and their slots; empty for an enqueue-only client. */
   servedQueues: ReadonlyMap<string, number> = new Map();
+  /** The code workflows this client's workers run, and their versions. */
+  workflowVersions: ReadonlyMap<string, number> = new Map();
   /** Steps this client's workers hold right now. */
   running: () => number = () => 0;
   listenerConnected: () => boolean = () => false;

@@ -84,6 +84,12 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
       this.listener.onReconnect(() => this.wakeAll()),
     );
     this.stats.servedQueues = new Map([...this.workers.values()].map((w) => [w.queue, w.slots]));
+    this.stats.workflowVersions = new Map(
+      this.codeWorkflows
+        .all()
+        .filter((w) => this.workers.has(w.step.queue ?? DEFAULT_QUEUE))
+        .map((w) => [w.name, w.version]),
+    );
     this.stats.track(this.pollLoop);
     this.pollLoop.start(0);
     this.logger.log(
