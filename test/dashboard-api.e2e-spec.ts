@@ -507,7 +507,7 @@ describe('the dashboard API', () => {
       const run = JSON.parse(JSON.stringify(await app.client.getRun(runId)));
       const steps = JSON.parse(JSON.stringify(await app.client.listSteps(runId)));
       expect(body).toEqual({
-        run: { ...run, name: 'dash_ok', type: 'job', dueAt: null },
+        run: { ...run, name: 'dash_ok', type: 'job', dueAt: null, versionHere: null },
         steps: steps.map((s: object) => ({ ...s, progress: null })),
         at: expect.any(String),
       });

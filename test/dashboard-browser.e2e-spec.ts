@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
-import { CycloneStats, defineWorkflow, PermanentError, Step, type StepContext } from 'cyclone-nestjs';
+import { CycloneStats, defineWorkflow, PermanentError, Step, Workflow, type StepContext, type WorkflowContext } from 'cyclone-nestjs';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { browserTestsEnabled, launchChromium, SCREENSHOTS } from './support/browser.js';
@@ -74,6 +74,16 @@ class BrowserSteps {
   async bulkFails(_input: unknown, ctx: StepContext) {
     if (ctx.attempt === 1) throw new PermanentError('fails once');
     return 'retried';
+  }
+
+  /** A workflow written as code: an inline call, a fan-out, a child run, and a wait under a hostile name. */
+  @Workflow('checkout_code')
+  async checkout(input: { items: string[] }, wf: WorkflowContext) {
+    const total = await wf.run('price', () => input.items.length * 10);
+    await Promise.all(input.items.map((item, i) => wf.step(`ship-${i}`, 'notify', { item })));
+    await wf.startChild('receipt', 'notify', { total });
+    await wf.waitForSignal(XSS.node);
+    return total;
   }
 }
 
@@ -211,6 +221,40 @@ const cyclone = {
     await expectNothingInjected(page);
     await shoot(page, 'run-workflow');
     await page.close();
+  });
+
+  it('a code workflow: its calls in the order made, a fan-out as one entry, its child linked; a client without its version says so', async () => {
+    const runId = await app.client.start('checkout_code', { items: ['a', 'b', 'c', 'd'] });
+    await waitFor('the workflow to wait', async () =>
+      (await app.client.listSteps(runId)).some((s) => s.nodeId === XSS.node && s.state === 'waiting_signal'),
+    );
+    const page = await open(`/cyclone/runs/${runId}`, 'ol.calls');
+    await waitFor('the fan-out drawn completed', async () => (await page.locator('li.call-group .badge[data-state="completed"]').textContent()) === '4 completed');
+    const drawn = await page.$$eval('ol.calls > li', (items) =>
+      items.map((li) => li.getAttribute('data-node-id') ?? `group of ${li.getAttribute('data-count')} from ${li.getAttribute('data-group-of')}`),
+    );
+    expect(drawn).toEqual(['checkout_code', 'price', 'group of 4 from ship-0', 'receipt', XSS.node]);
+    await expect(page.locator('.run-head .tag').textContent()).resolves.toBe('workflow · code v1');
+    const states = await page.$$eval('ol.calls > li[data-node-id]', (items) => items.map((li) => [li.getAttribute('data-node-id'), li.getAttribute('data-state')]));
+    expect(new Map(states as [string, string][]).get(XSS.node)).toBe('waiting_signal');
+    await page.click('li.call-group button');
+    await expect(page.locator('.node-card .node-name').textContent()).resolves.toBe('ship-0');
+    await expect(page.locator('.node-card pre[aria-label="node input"]').textContent()).resolves.toBe(JSON.stringify({ item: 'a' }, null, 2));
+    await page.click('li.call[data-node-id="receipt"] button');
+    const child = (await app.client.listSteps(runId)).find((s) => s.nodeId === 'receipt')!.output as string;
+    await expect(page.locator('.node-card a.child-run').textContent()).resolves.toBe(child);
+    expect(await page.locator('.version-notice').count()).toBe(0);
+    await expectNothingInjected(page);
+    await shoot(page, 'run-code-workflow');
+    await page.close();
+
+    // The read-only app runs no workers, so no version of this workflow.
+    const elsewhere = await open(`/cyclone/runs/${runId}`, 'ol.calls', context, readOnly.origin);
+    await expect(elsewhere.locator('.version-notice').textContent()).resolves.toBe(
+      'Started by version 1 of this workflow; this app does not run this workflow. A client that runs version 1 or later takes its passes.',
+    );
+    await elsewhere.close();
+    await app.client.cancel(runId);
   });
 
   it('a failed run: its error, input and keys shown as text; Retry carries it on to completed', async () => {

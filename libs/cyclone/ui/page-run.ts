@@ -1,5 +1,6 @@
 import { api, ApiError } from './api.js';
 import type { Attempt, RunAnswer, Step } from './api-types.js';
+import { drawCalls } from './calls.js';
 import { drawDag } from './dag.js';
 import { h, show, type Child } from './dom.js';
 import { between, duration, jsonBlock, outcomeBadge, progressView, scheduledBadge, shownState, stateBadge, time, timeCell } from './format.js';
@@ -38,11 +39,19 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
 
   function render(answer: RunAnswer): void {
     const { run, steps } = answer;
+    const code = run.version !== null;
     if (selected === null || !steps.some((s) => s.nodeId === selected)) selected = defaultNode(steps);
     const discarded = steps.filter((s) => s.state === 'discarded');
     show(
       head,
-      h('h1', null, h('span', { class: 'run-title' }, run.name), run.type === 'workflow' ? h('span', { class: 'tag' }, 'workflow') : null, ' ', run.dueAt !== null ? scheduledBadge(run.dueAt) : stateBadge(run.state)),
+      h(
+        'h1',
+        null,
+        h('span', { class: 'run-title' }, run.name),
+        run.type === 'workflow' ? h('span', { class: 'tag' }, code ? `workflow · code v${run.version}` : 'workflow') : null,
+        ' ',
+        run.dueAt !== null ? scheduledBadge(run.dueAt) : stateBadge(run.state),
+      ),
       h(
         'dl',
         { class: 'facts' },
@@ -52,7 +61,9 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
         fact('Created', timeCell(run.createdAt)),
         fact('Finished', timeCell(run.finishedAt)),
         fact('Took', run.finishedAt ? between(run.createdAt, run.finishedAt) : `${between(run.createdAt, new Date().toISOString())} so far`),
+        run.parentId !== null ? fact('Parent', link(`/runs/${run.parentId}`, run.parentId, undefined, { class: 'run-parent' })) : null,
       ),
+      code ? versionNotice(run) : null,
       h(
         'div',
         { class: 'toolbar' },
@@ -84,17 +95,16 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
       h(
         'section',
         { class: 'card graph', 'aria-label': 'Graph' },
-        h('h2', null, run.type === 'workflow' ? 'Graph' : 'Job'),
-        h('div', { class: 'dag-scroll' }, drawDag(steps, selected, (nodeId) => {
-          selected = nodeId;
-          if (last) render(last);
-        })),
+        h('h2', null, code ? 'Calls' : run.type === 'workflow' ? 'Graph' : 'Job'),
+        code
+          ? drawCalls(steps, selected, select)
+          : h('div', { class: 'dag-scroll' }, drawDag(steps, selected, select)),
         legend(),
       ),
       h(
         'div',
         { class: 'columns' },
-        step ? nodeCard(step, run.id, answer.at) : null,
+        step ? nodeCard(step, run.id, answer.at, code && run.state === 'failed') : null,
         h('section', { class: 'card', 'aria-label': 'Input' }, h('h2', null, 'Input'), jsonBlock(run.input, 'run input')),
       ),
       h('section', { class: 'card', 'aria-label': 'Nodes' }, h('h2', null, 'Nodes'), nodesTable(steps)),
@@ -102,10 +112,17 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
     );
   }
 
-  function nodeCard(step: Step, runId: string, at: string): HTMLElement {
+  function select(nodeId: string): void {
+    selected = nodeId;
+    if (last) render(last);
+  }
+
+  /** `retryable`: a failed code workflow, whose failed nodes of any type run again with it. */
+  function nodeCard(step: Step, runId: string, at: string, retryable: boolean): HTMLElement {
     const progress = progressView(step.progress);
     // Due later: a delayed enqueue, a retry's backoff or a snooze, which Run now makes due at once.
     const waiting = step.type === 'step' && step.state === 'available' && step.scheduledAt > at;
+    const attempts = step.type === 'step' || step.type === 'workflow' || step.type === 'run';
     return h(
       'section',
       { class: 'card node-card', 'aria-label': 'Node', 'data-node-id': step.nodeId },
@@ -117,15 +134,17 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
         step.kind !== null ? fact('Kind', h('span', { class: 'node-kind' }, step.kind)) : null,
         fact('Queue', step.queue),
         shownState(step) === 'scheduled' ? fact('Due', timeCell(step.scheduledAt)) : null,
-        step.type === 'step' ? fact('Attempt', `${step.attempt} of ${step.maxAttempts}`) : null,
+        attempts ? fact('Attempt', `${step.attempt} of ${step.maxAttempts}`) : null,
         step.reclaims > 0 ? fact('Reclaims', `${step.reclaims}${step.maxReclaims !== null ? ` of ${step.maxReclaims}` : ''} (a worker crashed or lost its lease)`) : null,
-        step.after.length > 0 ? fact('After', step.after.join(', ')) : null,
+        step.after.length > 0 && step.type !== 'workflow' ? fact('After', step.after.join(', ')) : null,
+        step.type === 'workflow' && step.state === 'pending' ? fact('Waiting on', waitingOn(step.after)) : null,
+        step.type === 'child' && typeof step.output === 'string' ? fact('Child run', link(`/runs/${step.output}`, step.output, undefined, { class: 'child-run' })) : null,
         step.timeoutMs !== null ? fact('Timeout', duration(step.timeoutMs)) : null,
         step.leaseOwner !== null ? fact('Worker', step.leaseOwner) : null,
         waiting ? fact('Due', h('span', { class: 'node-due' }, timeCell(step.scheduledAt), ` (in ${between(at, step.scheduledAt)})`)) : null,
         step.startedAt !== null && step.finishedAt !== null ? fact('Ran for', between(step.startedAt, step.finishedAt)) : null,
       ),
-      step.type === 'step' && step.state === 'discarded'
+      step.state === 'discarded' && (step.type === 'step' || retryable)
         ? h('div', { class: 'toolbar' }, actionButton(ctx, 'Retry this node', () => api.retry(runId, step.nodeId), {
             name: 'retry-node',
             done: `Node ${step.nodeId} retried.`,
@@ -143,6 +162,7 @@ export function runPage(root: HTMLElement, ctx: PageContext, runId: string): Pag
         ? h('div', { class: 'error-box' }, h('h3', null, `Error (${step.errorKind ?? 'error'})`), h('pre', { class: 'node-error' }, step.error))
         : null,
       progress ? h('div', null, h('h3', null, 'Progress'), progress) : null,
+      step.input !== null && step.input !== undefined ? h('div', null, h('h3', null, 'Input'), jsonBlock(step.input, 'node input')) : null,
       step.attempts.length > 0 ? attemptsView(step.attempts) : null,
       step.state === 'completed' || step.output !== null ? h('div', null, h('h3', null, 'Output'), jsonBlock(step.output, 'node output')) : null,
     );
@@ -196,6 +216,27 @@ function defaultNode(steps: Step[]): string | null {
   return pick?.nodeId ?? null;
 }
 
+/** The nodes a waiting workflow waits on: the first few, and how many more. */
+function waitingOn(nodes: string[]): string {
+  const shown = nodes.slice(0, 5).join(', ');
+  return nodes.length > 5 ? `${shown} and ${nodes.length - 5} more` : shown;
+}
+
+/**
+ * A code workflow's run started by a version this app does not run (or
+ * newer than the one it runs) waits for a client that runs that version.
+ */
+function versionNotice(run: RunAnswer['run']): HTMLElement | null {
+  if (run.version === null || (run.versionHere !== null && run.versionHere >= run.version)) return null;
+  if (run.state !== 'running' && run.state !== 'paused') return null;
+  const here = run.versionHere === null ? 'this app does not run this workflow' : `this app runs version ${run.versionHere}`;
+  return h(
+    'p',
+    { class: 'notice version-notice' },
+    `Started by version ${run.version} of this workflow; ${here}. A client that runs version ${run.version} or later takes its passes.`,
+  );
+}
+
 function fact(term: string, value: Child): HTMLElement[] {
   return [h('dt', null, term), h('dd', null, value)];
 }
@@ -242,6 +283,7 @@ interface TimelineEvent {
 /** What happened to the run, in order, from the times its rows keep. */
 function timeline({ run, steps }: RunAnswer): HTMLElement {
   const events: TimelineEvent[] = [{ at: run.createdAt, what: 'Run created' }];
+  if (run.version !== null) events.push(...passEvents(steps));
   for (const step of steps) {
     // An element is in one place only: each event gets its own.
     const node = () => h('code', null, step.nodeId);
@@ -264,4 +306,23 @@ function timeline({ run, steps }: RunAnswer): HTMLElement {
     { class: 'timeline' },
     events.map((event) => h('li', null, h('time', { datetime: event.at, title: event.at }, time(event.at)), h('span', null, event.what))),
   );
+}
+
+/**
+ * A code workflow's passes, as its nodes tell them: each batch of calls one
+ * pass wrote (the nodes written by one statement share their time).
+ */
+function passEvents(steps: Step[]): TimelineEvent[] {
+  const written = new Map<string, Step[]>();
+  for (const step of steps) {
+    if (step.type === 'workflow') continue;
+    written.set(step.createdAt, [...(written.get(step.createdAt) ?? []), step]);
+  }
+  return [...written].map(([at, nodes]) => ({
+    at,
+    what:
+      nodes.length === 1
+        ? ['Workflow recorded ', h('code', null, nodes[0].nodeId)]
+        : [`Workflow recorded ${nodes.length} calls: `, h('code', null, nodes[0].nodeId), ' … ', h('code', null, nodes[nodes.length - 1].nodeId)],
+  }));
 }

@@ -37,6 +37,7 @@ export function toStepInfo(row: StepRow): StepInfo {
     reclaims: row.reclaims,
     maxReclaims: row.max_reclaims,
     timeoutMs: row.timeout_ms === null ? null : Number(row.timeout_ms),
+    createdAt: row.created_at,
     scheduledAt: row.scheduled_at,
     startedAt: row.started_at,
     finishedAt: row.finished_at,

@@ -75,8 +75,12 @@ export interface DashboardRuns {
 }
 
 export interface DashboardRun {
-  /** getRun's answer, with the name, type and due time the runs list shows. */
-  run: RunInfo & { name: string; type: 'job' | 'workflow'; dueAt: Date | null };
+  /**
+   * getRun's answer, with the name, type and due time the runs list shows,
+   * and for a workflow written as code the version of it this app runs (null
+   * when it runs none): a run of a newer version waits for a client that has it.
+   */
+  run: RunInfo & { name: string; type: 'job' | 'workflow'; dueAt: Date | null; versionHere: number | null };
   /** Its nodes, as listSteps gives them (with each one's progress and attempts). */
   steps: StepInfo[];
   /** The time of the answer, on the server's clock: a node scheduled later than this waits to run. */

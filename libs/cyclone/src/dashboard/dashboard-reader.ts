@@ -95,7 +95,7 @@ export class DashboardReader {
   /** A run and its nodes; RunNotFoundError (404) when there is no such run. */
   async run(runId: string): Promise<DashboardRun> {
     const [run, steps] = await Promise.all([this.client.getRun(runId), this.client.listSteps(runId)]);
-    return { run: toRunView(run, steps), steps, at: new Date() };
+    return { run: toRunView(run, steps, this.stats.workflowVersions), steps, at: new Date() };
   }
 
   /** The kinds (and workflow names) and queues that have runs, or that clients registered. */
@@ -201,12 +201,13 @@ function dueAt(run: RunInfo, steps: StepInfo[]): Date | null {
   return new Date(Math.min(...open.map((s) => s.scheduledAt.getTime())));
 }
 
-function toRunView(run: RunInfo, steps: StepInfo[]): DashboardRun['run'] {
+function toRunView(run: RunInfo, steps: StepInfo[], versions: ReadonlyMap<string, number>): DashboardRun['run'] {
   return {
     ...run,
     name: run.kind ?? run.workflow ?? '',
     type: run.workflow !== null ? 'workflow' : 'job',
     dueAt: dueAt(run, steps),
+    versionHere: run.version === null || run.workflow === null ? null : (versions.get(run.workflow) ?? null),
   };
 }
 

@@ -42,6 +42,8 @@ export interface StepInfo {
   maxReclaims: number | null;
   /** Per-attempt timeout in milliseconds, or null. */
   timeoutMs: number | null;
+  /** When the node was written: a DAG's with its run, a code workflow's by the pass that made the call. */
+  createdAt: Date;
   scheduledAt: Date;
   startedAt: Date | null;
   finishedAt: Date | null;

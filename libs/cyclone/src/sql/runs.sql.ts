@@ -44,6 +44,7 @@ export interface StepRow {
   progress: unknown;
   error: string | null;
   error_kind: string | null;
+  created_at: Date;
   /** The step's ended attempts that the database keeps (cyclone_attempts), oldest first. */
   attempts: AttemptJson[];
 }
@@ -80,7 +81,7 @@ export const LIST_STEPS = statement<[runId: string], StepRow>(
 SELECT s.id, s.run_id, s.node_id, s.kind, s.node_type, s.depends_on, s.state, s.queue, s.priority, s.attempt,
        s.max_attempts, s.reclaims, s.max_reclaims, (extract(epoch FROM s.timeout) * 1000)::bigint AS timeout_ms,
        s.scheduled_at, s.started_at, s.finished_at, s.heartbeat_at, s.wake_at, s.lease_owner, s.lease_expiry,
-       s.lease_generation, s.input, s.output, s.progress, s.error, s.error_kind,
+       s.lease_generation, s.input, s.output, s.progress, s.error, s.error_kind, s.created_at,
        (SELECT coalesce(jsonb_agg(jsonb_build_object('attempt', a.attempt, 'started_at', a.started_at,
                                                      'finished_at', a.finished_at, 'outcome', a.outcome,
                                                      'error', a.error, 'error_kind', a.error_kind,
