@@ -22,6 +22,7 @@ import { closeAll, lastTickAt } from './support/handler-probe.js';
 import { untilStates } from './support/node-states.js';
 import { waitFor } from './support/wait.js';
 import { CLAIM_WORKFLOWS } from '../libs/cyclone/src/sql/code-workflow.sql.js';
+import { RetentionSweeper } from '../libs/cyclone/src/maintenance/retention.sweeper.js';
 
 /** What the inline calls and steps did, in order: a test counts what ran. */
 const effects: string[] = [];
@@ -138,6 +139,20 @@ describe('workflows written as code', () => {
     const runId = await env.client.start('order', { id: 'o2', items: ['a', 'b'] });
     expect(await env.client.result(runId, { timeout: 20_000 })).toEqual({ ok: false, failed: 'reserve-1' });
     expect(effects.filter((e) => e.startsWith('release'))).toEqual(['release after reserve-1']);
+  });
+
+  it('deletes a finished run with all its nodes once its retention has passed; a child keeps its own', async () => {
+    const env = await createEnv();
+    const runId = await env.client.start('order', { id: 'o3', items: ['a'] }, { retention: '1ms' });
+    await env.client.signal(runId, 'approval', { by: 'bo' });
+    await env.client.result(runId, { timeout: 20_000 });
+    const child = (await env.client.listSteps(runId)).find((s) => s.type === 'child')!.output as string;
+    await waitFor('the child to complete', async () => (await env.client.getRun(child)).state === 'completed');
+    expect(await env.app.get(RetentionSweeper).sweep()).toBe(1);
+    await expect(env.client.getRun(runId)).rejects.toMatchObject({ code: 'run_not_found' });
+    const { rows } = await env.app.get(CycloneDatabase).pool.query('SELECT count(*)::int AS n FROM cyclone_steps WHERE run_id = $1', [runId]);
+    expect(rows[0].n).toBe(0);
+    expect((await env.client.getRun(child)).state).toBe('completed');
   });
 
   it('fails the run at once when the method lets a recorded failure through, and carries it on when retried', async () => {

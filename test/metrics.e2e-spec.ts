@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Injectable } from '@nestjs/common';
 import { Registry } from 'prom-client';
-import { CycloneStats, InvalidOptionError, Step, defineWorkflow, type StepContext } from 'cyclone-nestjs';
+import { CycloneStats, InvalidOptionError, Step, Workflow, defineWorkflow, type StepContext, type WorkflowContext } from 'cyclone-nestjs';
 import { CycloneMetrics, CycloneMetricsModule, METRIC_NAMES, type CycloneMetricsOptions } from 'cyclone-nestjs/metrics';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { expectCycloneError } from './support/e2e-helpers.js';
@@ -150,6 +150,28 @@ describe('CycloneMetricsModule counters and histograms', () => {
     expect(s.value('cyclone_step_duration_seconds_sum', { queue: 'default', kind: 'slowpoke' })).toBeGreaterThanOrEqual(0.14);
     expect(s.value('cyclone_step_duration_seconds_bucket', { queue: 'default', kind: 'slowpoke', le: '0.1' })).toBe(0);
     expect(s.value('cyclone_step_duration_seconds_bucket', { queue: 'default', kind: 'slowpoke', le: '+Inf' })).toBe(1);
+  });
+
+  it("count a code workflow's start, its passes that suspended, its completion, and the steps it ran", async () => {
+    @Injectable()
+    class CodeFlow {
+      @Workflow('counted')
+      async counted(_input: unknown, wf: WorkflowContext) {
+        const a = await wf.step('a', 'ok', 1);
+        const b = await wf.step('b', 'ok', 2);
+        return [a, b];
+      }
+    }
+    const { env, registry } = await start({}, { providers: [Steps, CodeFlow] });
+    const runId = await env.client.start('counted', null);
+    await env.runUntilComplete(runId);
+    const s = await scrapeUntil(registry, 'the workflow counted completed', (x) =>
+      x.value('cyclone_steps_finished_total', { queue: 'default', kind: 'counted', outcome: 'completed' }) === 1,
+    );
+    expect(s.value('cyclone_workflows_started_total', { queue: 'default', workflow: 'counted' })).toBe(1);
+    // A pass that waited for each step, then the one that returned.
+    expect(s.value('cyclone_steps_finished_total', { queue: 'default', kind: 'counted', outcome: 'suspended' })).toBe(2);
+    expect(s.value('cyclone_steps_finished_total', { queue: 'default', kind: 'ok', outcome: 'completed' })).toBe(2);
   });
 
   it('count an attempt cancelled under its handler, and a step the sweep reclaimed from a dead worker', async () => {
