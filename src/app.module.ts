@@ -2,6 +2,7 @@ import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { CycloneErrorFilter, CycloneModule } from 'cyclone-nestjs';
 import { CycloneDashboardModule } from 'cyclone-nestjs/dashboard';
+import { CheckoutModule } from './checkout/checkout.module.js';
 import { AppValidationPipe } from './common/app-validation.pipe.js';
 import { dashboardAuthGuard } from './dashboard/dashboard-auth.guard.js';
 import { dashboardCredentials, dashboardReadOnly } from './dashboard/dashboard-credentials.js';
@@ -57,6 +58,7 @@ export class AppModule {
         OnboardingModule,
         UsersModule,
         OrdersModule,
+        CheckoutModule,
         ExportsModule,
         HealthModule,
         MetricsModule.register(),

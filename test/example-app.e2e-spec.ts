@@ -393,6 +393,43 @@ describe('example app', () => {
       }
     });
   });
+  describe('checkout, a workflow written as code', () => {
+    async function placed(items: string[]) {
+      const response = await post('/checkouts', { customerId: 9, items });
+      expect(response.status).toBe(202);
+      const { runId } = (await response.json()) as { runId: string };
+      const result = await fetch(`${base}/checkouts/${runId}/result`);
+      expect(result.status).toBe(200);
+      const status = (await (await fetch(`${base}/checkouts/${runId}`)).json()) as { steps: { nodeId: string; type: string; state: string }[] };
+      return { runId, outcome: (await result.json()) as Record<string, unknown>, steps: status.steps };
+    }
+
+    it('reserves every item at once, then charges the customer', async () => {
+      const { outcome, steps } = await placed(['mug', 'tea', 'spoon']);
+      expect(outcome).toMatchObject({ status: 'placed', total: 75, chargeId: `ch_${outcome.orderRef}` });
+      expect(steps.map((s) => [s.nodeId, s.type, s.state])).toEqual([
+        ['checkout', 'workflow', 'completed'],
+        ['order-ref', 'run', 'completed'],
+        ['price', 'run', 'completed'],
+        ['reserve-0', 'step', 'completed'],
+        ['reserve-1', 'step', 'completed'],
+        ['reserve-2', 'step', 'completed'],
+        ['charge', 'step', 'completed'],
+      ]);
+    });
+
+    it('releases what it reserved when an item cannot be reserved, and cancels', async () => {
+      const { outcome, steps } = await placed(['mug', 'sold-out-kettle', 'tea']);
+      expect(outcome).toMatchObject({ status: 'cancelled', unavailable: ['sold-out-kettle'], released: ['mug', 'tea'] });
+      expect(steps.filter((s) => s.nodeId.startsWith('release-')).map((s) => [s.nodeId, s.state])).toEqual([
+        ['release-0', 'completed'],
+        ['release-2', 'completed'],
+      ]);
+      expect(steps.find((s) => s.nodeId === 'reserve-1')).toMatchObject({ state: 'discarded' });
+      expect(steps.some((s) => s.nodeId === 'charge')).toBe(false);
+    });
+  });
+
   describe('bad request bodies', () => {
     const JSON_TYPE = 'application/json';
     const send = (path: string, body: string, type: string) =>

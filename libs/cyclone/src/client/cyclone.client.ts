@@ -66,6 +66,8 @@ import { CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { errorMessage } from '../common/error-message.js';
 
 type Kind = string | StepRef<any, any>;
+/** What result() gives for a run of `S`: a step kind's output, or a workflow's (a code workflow's typed reference). */
+type RunOutput<S> = S extends WorkflowDefinition<any, infer O> ? O : StepOutput<S>;
 /** Runs a statement where the call belongs: on the pool, or in a caller's transaction. */
 type Query = <P extends readonly unknown[], R extends pg.QueryResultRow>(stmt: Statement<P, R>, params: P) => Promise<R[]>;
 
@@ -208,7 +210,7 @@ export class CycloneClient {
    * `RunFailedError` or `RunCancelledError` for those outcomes, and
    * `ResultTimeoutError` when the wait runs out.
    */
-  async result<S extends Kind>(runId: string, opts?: ResultOptions): Promise<StepOutput<S>>;
+  async result<S extends Kind | WorkflowDefinition<any, any>>(runId: string, opts?: ResultOptions): Promise<RunOutput<S>>;
   async result(runId: string, given?: ResultOptions): Promise<unknown> {
     checkRunId(runId);
     const opts = checkOptions<ResultOptions>(given, 'result options', RESULT_OPTION_NAMES);
