@@ -11,9 +11,19 @@ import { seedHistory } from './history.js';
 import { loadRunner } from './runners/load-runner.js';
 import type { SystemName } from './runners/types.js';
 import { WORKLOADS, type ChildContext, type WorkloadName, type WorkloadParams } from './workloads.js';
+import { w11, type W11Form, type W11Params } from './workflows.js';
 
 interface Task {
-  mode: 'workload' | 'crash-seed' | 'crash-worker' | 'crash-producer' | 'history-seed' | 'soak-worker' | 'soak-producer' | 'dashboard';
+  mode:
+    | 'workload'
+    | 'crash-seed'
+    | 'crash-worker'
+    | 'crash-producer'
+    | 'history-seed'
+    | 'soak-worker'
+    | 'soak-producer'
+    | 'dashboard'
+    | 'w11';
   system: SystemName;
   workload?: WorkloadName;
   ctx: ChildContext;
@@ -59,6 +69,11 @@ async function main(): Promise<void> {
       case 'dashboard':
         write(await runDashboard(task.ctx, task.params as DashboardParams));
         break;
+      case 'w11': {
+        const { form, ...params } = task.params as W11Params & { form: W11Form };
+        write(await w11(form, task.ctx, params));
+        break;
+      }
       default:
         throw new Error(`unknown task mode ${String(task.mode)}`);
     }

@@ -12,6 +12,7 @@
  *            --no-dashboard --dashboard-rows=N --no-soak --soak-jobs=N --soak-rate=N
  *            --metrics: also run Cyclone with metrics and spans on (cyclone-observed) beside plain Cyclone
  *            --w8-jobs=N --w1l-jobs=N (smaller W8 / W1L for a smoke run)
+ *            --no-w11 --w11-runs=N --w11-fan-out=N --w11-forms=code,dag,dbos,inline (W11: workflows written as code)
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream, existsSync } from 'node:fs';
@@ -30,6 +31,7 @@ import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTI
 import { loadRunner } from './runners/load-runner.js';
 import { OBSERVED, SYSTEMS, type SystemName } from './runners/types.js';
 import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
+import { W11_FORMS, type W11Form, type W11Params, type W11Result } from './workflows.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** Child processes alive, to stop on Ctrl-C. */
@@ -57,6 +59,10 @@ interface Args {
   soakRate?: number;
   w8Jobs?: number;
   w1lJobs?: number;
+  w11: boolean;
+  w11Runs?: number;
+  w11FanOut?: number;
+  w11Forms: W11Form[];
   raw: string[];
 }
 
@@ -87,6 +93,10 @@ function parseArgs(argv: string[]): Args {
     soakRate: get('soak-rate') === undefined ? undefined : Number(get('soak-rate')),
     w8Jobs: get('w8-jobs') ? Number(get('w8-jobs')) : undefined,
     w1lJobs: get('w1l-jobs') ? Number(get('w1l-jobs')) : undefined,
+    w11: !argv.includes('--no-w11'),
+    w11Runs: get('w11-runs') ? Number(get('w11-runs')) : undefined,
+    w11FanOut: get('w11-fan-out') ? Number(get('w11-fan-out')) : undefined,
+    w11Forms: (get('w11-forms')?.split(',') as W11Form[] | undefined) ?? W11_FORMS,
     raw: argv,
   };
   for (const s of args.systems) if (!SYSTEMS.includes(s) && s !== OBSERVED) throw new Error(`unknown system ${s}`);
@@ -326,6 +336,37 @@ async function main(): Promise<void> {
       await dropDatabase(server.adminUrl, database);
     }
 
+    // W11: workflows written as code beside a DAG and DBOS Transact, the forms interleaved, each on a fresh database.
+    const w11: W11Result[] = [];
+    const w11Params: W11Params = {
+      runs: args.w11Runs ?? (args.quick ? 200 : 1_000),
+      stepsPerRun: 10,
+      fanOut: args.w11FanOut ?? 1_000,
+      workers: 50,
+      timeoutMs: 600_000,
+    };
+    if (args.w11 && args.systems.includes('cyclone')) {
+      for (let rep = 0; rep < args.reps; rep++) {
+        const forms = args.w11Forms.map((_, k) => args.w11Forms[(k + rep) % args.w11Forms.length]);
+        for (const form of forms) {
+          const database = `bench_w11_${form}_${rep + 1}`;
+          await createDatabase(server.adminUrl, database);
+          const r = (await runChild({ mode: 'w11', system: 'cyclone', ctx: ctxFor(database), params: { ...w11Params, form } }, w11Params.timeoutMs + 120_000)) as W11Result;
+          r.form ??= form;
+          r.rep = rep + 1;
+          w11.push(r);
+          log(
+            `rep ${rep + 1}: W11 ${form}: ` +
+              (r.ok
+                ? `${r.values.runsPerSec.toFixed(1)} runs/s, ${r.values.stepsPerSec.toFixed(0)} steps/s, ${r.values.statementsPerRun.toFixed(1)} statements a run` +
+                  (r.values.fanOutMs !== undefined ? `; fan-out of ${w11Params.fanOut} in ${r.values.fanOutMs.toFixed(0)} ms` : '')
+                : `FAILED: ${r.error}`),
+          );
+          await dropDatabase(server.adminUrl, database);
+        }
+      }
+    }
+
     const beside: WorkloadResult[] = [];
     const history: BenchReport['history'] = { rows: args.historyRows, seed: undefined, runs: [], empty: beside };
     if (args.history && args.systems.includes('cyclone')) {
@@ -419,6 +460,7 @@ async function main(): Promise<void> {
       crash,
       history,
       dashboard,
+      w11: { params: w11Params, runs: w11 },
     };
   } finally {
     await server.stop();

@@ -1,5 +1,6 @@
 import type { CrashParams, CrashResult } from '../crash.js';
 import { DASHBOARD_BUDGET_MS, type DashboardResult } from '../dashboard.js';
+import type { W11Form, W11Params, W11Result } from '../workflows.js';
 import type { SoakResult } from '../soak.js';
 import type { SystemName } from '../runners/types.js';
 import type { WorkloadName, WorkloadParams, WorkloadResult } from '../workloads.js';
@@ -35,6 +36,8 @@ export interface BenchReport {
   /** W6: the runs on history and, in reports that have it, the same workloads on empty tables, each run beside one of them. */
   history: { rows: number; seed?: Record<string, number>; runs: WorkloadResult[]; empty?: WorkloadResult[] };
   dashboard?: DashboardResult;
+  /** W11, when it ran. */
+  w11?: { params: W11Params; runs: W11Result[] };
 }
 
 const LABEL: Record<SystemName, string> = {
@@ -343,6 +346,8 @@ export function renderMarkdown(r: BenchReport): string {
     out.push('');
   }
 
+  if (r.w11?.runs.length) out.push(...renderW11(r.w11));
+
   // Where the time goes: per job, medians over repetitions.
   out.push(
     '**Diagnostics** (medians over repetitions; waits from repetition 1): transactions committed per job in the run\'s database ' +
@@ -410,4 +415,54 @@ export function renderMarkdown(r: BenchReport): string {
   );
   out.push('');
   return out.join('\n');
+}
+
+const W11_LABEL: Record<W11Form, string> = {
+  code: 'Cyclone, written as code',
+  dag: 'Cyclone, as a DAG',
+  dbos: 'DBOS Transact, queued workflows',
+  inline: 'Cyclone, inline calls only',
+};
+
+/** W11's table: each form's runs/s, steps/s and statements, and the fan-out. */
+function renderW11(w11: { params: W11Params; runs: W11Result[] }): string[] {
+  const p = w11.params;
+  const n = (x: number) => x.toLocaleString('en-US');
+  const out: string[] = [];
+  const of = (form: W11Form, key: string) => spread(w11.runs.filter((x) => x.form === form && x.ok).map((x) => x.values[key]));
+  const code = (key: string) => of('code', key).median;
+  out.push(
+    `**W11 workflows** — ${n(p.runs)} runs of a workflow of ${p.stepsPerRun} steps (written as code: inline calls and steps of ` +
+      `their own alternating, 5 each; as a DAG: a chain of ${p.stepsPerRun} step nodes; in DBOS Transact: ${p.stepsPerRun} ` +
+      `DBOS.runStep in a workflow on a queue), started by 16 callers, ${p.workers} workers; then one run that fans out ` +
+      `${n(p.fanOut)} steps at once. Statements are pg_stat_statements' top-level calls in the run's database; ` +
+      '"record" counts those of cyclone_record_nodes, the one statement that records a batch of a code workflow\'s calls.',
+  );
+  out.push('');
+  out.push('| form | runs/s | steps/s | code ÷ form | statements a run | record statements a run | fan-out ms | fan-out steps/s | code ÷ form | fan-out statements | fan-out record statements |');
+  out.push('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const form of ['code', 'dag', 'dbos', 'inline'] as W11Form[]) {
+    const runs = w11.runs.filter((x) => x.form === form);
+    if (!runs.length) continue;
+    if (!runs.some((x) => x.ok)) {
+      out.push(`| ${W11_LABEL[form]} | failed: ${runs[0].error ?? 'no result'} | | | | | | | | | |`);
+      continue;
+    }
+    const fan = of(form, 'fanOutMs');
+    out.push(
+      `| ${W11_LABEL[form]} | ${fmtSpread(of(form, 'runsPerSec'))} | ${fmtSpread(of(form, 'stepsPerSec'))} | ` +
+        `${form === 'code' || form === 'inline' ? '' : ratio(code('stepsPerSec'), of(form, 'stepsPerSec').median)} | ` +
+        `${fmtSpread(of(form, 'statementsPerRun'))} | ${fmtSpread(of(form, 'recordStatementsPerRun'))} | ` +
+        `${fan.n ? fmtSpread(fan) : ''} | ${fan.n ? fmtSpread(of(form, 'fanOutStepsPerSec')) : ''} | ` +
+        `${fan.n && form !== 'code' ? ratio(code('fanOutStepsPerSec'), of(form, 'fanOutStepsPerSec').median) : ''} | ` +
+        `${fan.n ? fmtSpread(of(form, 'fanOutStatements')) : ''} | ${fan.n ? fmtSpread(of(form, 'fanOutRecordStatements')) : ''} |`,
+    );
+  }
+  out.push('');
+  for (const form of ['code', 'dag', 'dbos', 'inline'] as W11Form[]) {
+    const run = w11.runs.find((x) => x.form === form && x.ok);
+    if (run) out.push(`- ${W11_LABEL[form]}: ${run.config}`);
+  }
+  out.push('');
+  return out;
 }

@@ -42,8 +42,11 @@ $$;
 -- caller holds the child's, and a transaction that holds a parent's lock and
 -- then waits for a child's (a cancel, a wf.result) takes it before writing
 -- any of the parent's rows, so the two cannot wait on each other.
+-- Its plans are kept, joins by key, for every caller (see complete-steps.sql).
 CREATE OR REPLACE FUNCTION cyclone_deliver_results(p_run_ids uuid[]) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
 DECLARE
   v_parents uuid[];
 BEGIN

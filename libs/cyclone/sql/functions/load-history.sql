@@ -11,10 +11,13 @@
 -- they finished; the nodes a pass records itself, and those its suspension
 -- finds finished, get theirs from the pass (record-nodes.sql). A replay hands
 -- the method results in this order, whenever they finished.
+-- Its plans are kept, as record-nodes.sql says.
 CREATE OR REPLACE FUNCTION cyclone_load_history(p_run_id uuid, p_node_id text, p_owner text, p_generation bigint)
 RETURNS TABLE (node_id text, node_type text, kind text, state text, output jsonb, error text, error_kind text,
                attempt integer, max_attempts integer, observed integer, version integer, wake_delay_ms integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
 #variable_conflict use_column
 DECLARE
   v_next integer;

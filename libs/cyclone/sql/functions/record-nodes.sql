@@ -32,13 +32,17 @@
 -- both locks them parent first, as this does.
 --
 -- Returns the nodes that finished for the pass, then a status row (node_id
--- NULL): 'running', 'suspended', or 'lost'.
+-- NULL): 'running', 'suspended', or 'lost'. Its plans are kept, joins by key
+-- (see complete-steps.sql): planned afresh on every call, its statements
+-- over every month's partitions cost more than the writes themselves.
 CREATE OR REPLACE FUNCTION cyclone_record_nodes(p_run_id uuid, p_node_id text, p_owner text, p_generation bigint,
                                                 p_ops jsonb, p_next_observed integer, p_suspend boolean,
                                                 p_awaited text[], p_wake_delay_ms integer)
 RETURNS TABLE (node_id text, state text, output jsonb, error text, error_kind text, observed integer,
                attempt integer, max_attempts integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
 #variable_conflict use_column
 DECLARE
   v_run      cyclone_runs%ROWTYPE;

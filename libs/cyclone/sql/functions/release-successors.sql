@@ -14,8 +14,11 @@
 -- completion batch calls this, so such runs are left out first, by one key
 -- lookup each. The months before the oldest run are left out
 -- (live-months.sql).
+-- Its plans are kept, joins by key, for every caller (see complete-steps.sql).
 CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[]) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
 DECLARE
   v_lo       uuid := cyclone_lowest_id(p_run_ids);
   v_runs     uuid[];

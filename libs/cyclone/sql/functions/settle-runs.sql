@@ -16,8 +16,11 @@
 -- never awaited, a wait) is cancelled with it. A run started by a code
 -- workflow's wf.startChild tells its parent it finished (deliver-results.sql).
 
+-- Its plans are kept, joins by key, for every caller (see complete-steps.sql).
 CREATE OR REPLACE FUNCTION cyclone_settle_runs(p_run_ids uuid[]) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
 DECLARE
   v_lo       uuid := cyclone_lowest_id(p_run_ids);
   v_notify   uuid[];

@@ -15,8 +15,11 @@
 -- of a child of theirs; the workflow's node is found by its id, the
 -- workflow's name, so the run's other nodes are read only to find one that
 -- finished.
+-- Its plans are kept, joins by key, for every caller (see complete-steps.sql).
 CREATE OR REPLACE FUNCTION cyclone_wake_workflows(p_run_ids uuid[]) RETURNS void
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+AS $$
 DECLARE
   v_lo    uuid := cyclone_lowest_id(p_run_ids);
   v_woken text[];
