@@ -1,6 +1,4 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
-import pg from 'pg';
-import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import {
   CRASH_FLOW,
   CREATE_WORKFLOW_CRASH_TABLES,
@@ -8,7 +6,8 @@ import {
   type CrashFlowInput,
   type CrashMode,
 } from './crash/workflow-steps.js';
-import { WORKFLOW_WORKER_SCRIPT, WorkerFleet, type WorkerProcess } from './crash/worker-fleet.js';
+import { CrashRig } from './crash/crash-rig.js';
+import { WORKFLOW_WORKER_SCRIPT, type WorkerProcess } from './crash/worker-fleet.js';
 import { waitFor } from './support/wait.js';
 
 /**
@@ -22,20 +21,12 @@ import { waitFor } from './support/wait.js';
 
 const LEASE_TTL_MS = 800;
 const POLL_MS: [number, number] = [50, 200];
-/** The test's own client never polls (nor sweeps) after its first tick: the workers do the recovering. */
-const NO_POLLING = ['60s', '61s'] as [string, string];
 
-let fleet: WorkerFleet | undefined;
-let env: CycloneTestEnv | undefined;
-let pool: pg.Pool | undefined;
-let database: TestDatabase | undefined;
+let rig: CrashRig | undefined;
 
 afterEach(async () => {
-  await fleet?.killAll();
-  await env?.close().catch(() => undefined);
-  await pool?.end().catch(() => undefined);
-  await database?.drop();
-  fleet = env = pool = database = undefined;
+  await rig?.close();
+  rig = undefined;
 });
 
 /** A call a worker holds and will never finish, as it told the test. */
@@ -46,42 +37,28 @@ interface Hanging {
 }
 
 async function setUp(workers: number) {
-  WorkerFleet.assertBuilt(WORKFLOW_WORKER_SCRIPT);
-  database = await TestDatabase.create(process.env.CYCLONE_TEST_DATABASE_URL!);
-  const own = new pg.Pool({ connectionString: database.url, max: 4 });
-  own.on('error', (err) => {
-    if (!own.ending) throw err;
-  });
-  pool = own;
-  await own.query(CREATE_WORKFLOW_CRASH_TABLES);
-  const workerFleet = new WorkerFleet({ databaseUrl: database.url, leaseTtlMs: LEASE_TTL_MS, pollMs: POLL_MS, slots: 3 }, WORKFLOW_WORKER_SCRIPT);
-  fleet = workerFleet;
   const hanging: Hanging[] = [];
-  const spawn = () => {
-    const worker = workerFleet.spawn();
-    worker.child.on('message', (msg: { type?: string } & Hanging) => {
-      if (msg?.type === 'hanging') hanging.push({ runId: msg.runId, node: msg.node, pid: msg.pid });
-    });
-    return worker;
-  };
-  for (let i = 0; i < workers; i++) spawn();
-  env = await CycloneTestEnv.create({
-    databaseUrl: database.url,
-    isolate: false,
-    runWorkers: false,
-    pollInterval: NO_POLLING,
+  const started = await CrashRig.create({
+    tables: CREATE_WORKFLOW_CRASH_TABLES,
     providers: [CrashFlowSteps],
+    fleet: { leaseTtlMs: LEASE_TTL_MS, pollMs: POLL_MS, slots: 3 },
+    workers,
+    script: WORKFLOW_WORKER_SCRIPT,
+    onSpawn: (worker) =>
+      worker.child.on('message', (msg: { type?: string } & Hanging) => {
+        if (msg?.type === 'hanging') hanging.push({ runId: msg.runId, node: msg.node, pid: msg.pid });
+      }),
   });
-  await Promise.all(workerFleet.processes.map((w) => w.whenReady));
+  rig = started;
   const killed = new Set<number>();
   /** SIGKILLs the process, starts another in its place, and waits for it to be ready. */
   const kill = async (pid: number) => {
-    const worker = workerFleet.processes.find((w: WorkerProcess) => w.pid === pid)!;
+    const worker = started.fleet.processes.find((w: WorkerProcess) => w.pid === pid)!;
     killed.add(pid);
-    await workerFleet.kill(worker);
-    await spawn().whenReady;
+    await started.fleet.kill(worker);
+    await started.spawn().whenReady;
   };
-  return { env, pool: own, fleet: workerFleet, hanging, killed, kill };
+  return { env: started.env, pool: started.pool, fleet: started.fleet, hanging, killed, kill };
 }
 
 type Setup = Awaited<ReturnType<typeof setUp>>;

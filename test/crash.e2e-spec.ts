@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { CRASH_KIND, CREATE_CRASH_TABLES, CrashSteps, type CrashInput } from './crash/crash-steps.js';
-import { WorkerFleet, type WorkerProcess } from './crash/worker-fleet.js';
+import { CrashRig } from './crash/crash-rig.js';
+import type { WorkerFleet, WorkerProcess } from './crash/worker-fleet.js';
 import { sleep, waitFor } from './support/wait.js';
 
 /**
@@ -22,50 +22,17 @@ const SLOTS = 4;
 const WORKERS = 3;
 const JOBS = 200;
 const MIN_KILLS = 5;
-/** The test side must not reclaim anything itself: its one poll tick is at startup. */
-const NO_POLLING = ['60s', '61s'] as [string, string];
-
-let fleet: WorkerFleet | undefined;
-let env: CycloneTestEnv | undefined;
-let pool: pg.Pool | undefined;
-let database: TestDatabase | undefined;
+let rig: CrashRig | undefined;
 
 afterEach(async () => {
-  // Children first, whatever the test did, then the connections, then the database.
-  await fleet?.killAll();
-  await env?.close().catch(() => undefined);
-  await pool?.end().catch(() => undefined);
-  await database?.drop();
-  fleet = env = pool = database = undefined;
+  await rig?.close();
+  rig = undefined;
 });
 
-/**
- * A fresh database with the crash tables and Cyclone's schema, an enqueue-only
- * client on it, and `workers` worker processes, started side by side with the
- * client (whichever migrates first, the others wait on the migration lock).
- */
+/** The rig (test/crash/crash-rig.ts) with the crash tables and step, and `workers` worker processes. */
 async function setUp(fleetSettings: { leaseTtlMs: number; pollMs: [number, number]; slots: number }, workers = 0) {
-  WorkerFleet.assertBuilt();
-  database = await TestDatabase.create(process.env.CYCLONE_TEST_DATABASE_URL!);
-  const own = new pg.Pool({ connectionString: database.url, max: 4 });
-  // Once ended, an idle connection whose close has not reached the server yet hears the FORCE
-  // drop of afterEach; before that, an error of an idle connection is the test's failure.
-  own.on('error', (err) => {
-    if (!own.ending) throw err;
-  });
-  pool = own;
-  await pool.query(CREATE_CRASH_TABLES);
-  fleet = new WorkerFleet({ databaseUrl: database.url, ...fleetSettings });
-  for (let i = 0; i < workers; i++) fleet.spawn();
-  env = await CycloneTestEnv.create({
-    databaseUrl: database.url,
-    isolate: false,
-    runWorkers: false,
-    pollInterval: NO_POLLING,
-    providers: [CrashSteps],
-  });
-  await Promise.all(fleet.processes.map((w) => w.whenReady));
-  return { env, pool, fleet };
+  rig = await CrashRig.create({ tables: CREATE_CRASH_TABLES, providers: [CrashSteps], fleet: fleetSettings, workers });
+  return { env: rig.env, pool: rig.pool, fleet: rig.fleet };
 }
 
 interface KilledStep {

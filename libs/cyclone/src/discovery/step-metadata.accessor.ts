@@ -1,25 +1,13 @@
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { STEP_HOST_METADATA, STEP_METADATA } from '../cyclone.constants.js';
 import type { StepMetadata } from '../decorators/step.decorator.js';
-
-type HostClass = abstract new (...args: never[]) => unknown;
+import { markedHostClass, type HostClass } from './marked-host.js';
 
 /** What `@Step` left on a provider, read without touching the registry. */
 export class StepMetadataAccessor {
-  /**
-   * The class of a provider that has `@Step` methods. Classes are found by
-   * the marker `@Step` leaves on them; a provider made with `useValue` or
-   * `useFactory` has no class in its wrapper, so its instance's constructor
-   * is checked instead.
-   */
+  /** The class of a provider that has `@Step` methods (see markedHostClass). */
   hostClass(wrapper: InstanceWrapper): HostClass | undefined {
-    const candidates = [wrapper.metatype, (wrapper.instance as object | undefined)?.constructor];
-    for (const candidate of candidates) {
-      if (typeof candidate === 'function' && Reflect.getMetadata(STEP_HOST_METADATA, candidate)) {
-        return candidate as HostClass;
-      }
-    }
-    return undefined;
+    return markedHostClass(wrapper, STEP_HOST_METADATA);
   }
 
   /** The step of one method, if it is a handler. */

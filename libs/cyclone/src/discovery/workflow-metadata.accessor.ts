@@ -1,20 +1,13 @@
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import { WORKFLOW_HOST_METADATA, WORKFLOW_METADATA } from '../cyclone.constants.js';
 import type { WorkflowMetadata } from '../decorators/workflow.decorator.js';
-
-type HostClass = abstract new (...args: never[]) => unknown;
+import { markedHostClass, type HostClass } from './marked-host.js';
 
 /** What `@Workflow` left on a provider, read without touching a registry. */
 export class WorkflowMetadataAccessor {
-  /** The class of a provider with `@Workflow` methods (its instance's, for a `useValue`/`useFactory` provider). */
+  /** The class of a provider with `@Workflow` methods (see markedHostClass). */
   hostClass(wrapper: InstanceWrapper): HostClass | undefined {
-    const candidates = [wrapper.metatype, (wrapper.instance as object | undefined)?.constructor];
-    for (const candidate of candidates) {
-      if (typeof candidate === 'function' && Reflect.getMetadata(WORKFLOW_HOST_METADATA, candidate)) {
-        return candidate as HostClass;
-      }
-    }
-    return undefined;
+    return markedHostClass(wrapper, WORKFLOW_HOST_METADATA);
   }
 
   workflowOf(method: unknown): WorkflowMetadata | undefined {
