@@ -21,6 +21,7 @@ import type { AttemptOutcome } from '../runtime/engine-events.js';
 import type { AttemptEnd, CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { ProgressReporter } from './progress-reporter.js';
 import { PassEnded } from '../workflow/code/pass-ended.js';
+import { isInstance } from '../common/is-instance.js';
 
 export interface ExecutionDeps {
   database: CycloneDatabase;
@@ -322,14 +323,5 @@ function stackOf(thrown: unknown): string | null {
     return typeof stack === 'string' && stack !== '' ? storableText(stack) : null;
   } catch {
     return null;
-  }
-}
-
-/** `instanceof` for what a handler threw or returned, which may be a proxy whose traps throw. */
-function isInstance<T>(value: unknown, type: abstract new (...args: any[]) => T): value is T {
-  try {
-    return value instanceof type;
-  } catch {
-    return false;
   }
 }

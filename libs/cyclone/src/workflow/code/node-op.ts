@@ -22,7 +22,7 @@ export interface NodeOp {
 }
 
 /** One op as JSON, with its place in the order when it has one. */
-export function opJson(op: NodeOp, observed: number | null): string {
+function opJson(op: NodeOp, observed: number | null): string {
   let json = JSON.stringify({ op: op.op, name: op.name, ...op.fields, observed });
   if (op.input !== undefined) json = `${json.slice(0, -1)},"input":${op.input}}`;
   if (op.output !== undefined) json = `${json.slice(0, -1)},"output":${op.output}}`;
@@ -30,6 +30,28 @@ export function opJson(op: NodeOp, observed: number | null): string {
 }
 
 /** Roughly the JSON size of an op: batches are cut to keep a statement's text within reason. */
-export function opBytes(op: NodeOp): number {
+function opBytes(op: NodeOp): number {
   return 200 + (op.input?.length ?? 0) + (op.output?.length ?? 0);
+}
+
+/** What one statement records at most: a fan-out of thousands goes in a few. */
+const MAX_OPS_PER_WRITE = 1_000;
+const MAX_BYTES_PER_WRITE = 8 * 1024 * 1024;
+
+/**
+ * The next batch of `ops` (taken from it) as cyclone_record_nodes's p_ops:
+ * the ops that finish a call numbered from `next` in the order they were
+ * made. Returns the batch, its JSON, each op's number, and the next free one.
+ */
+export function takeBatch(ops: NodeOp[], next: number): { batch: NodeOp[]; json: string; numbered: (number | null)[]; next: number } {
+  let bytes = 0;
+  let count = 0;
+  while (count < ops.length && count < MAX_OPS_PER_WRITE) {
+    bytes += opBytes(ops[count]);
+    if (count > 0 && bytes > MAX_BYTES_PER_WRITE) break;
+    count += 1;
+  }
+  const batch = ops.splice(0, count);
+  const numbered = batch.map((op) => (op.finishes ? next++ : null));
+  return { batch, json: `[${batch.map((op, i) => opJson(op, numbered[i])).join(',')}]`, numbered, next };
 }

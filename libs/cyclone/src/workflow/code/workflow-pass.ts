@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { optionalPositiveMs, toMs, type Duration } from '../../common/duration.js';
 import { errorMessage } from '../../common/error-message.js';
-import { uuid7 } from '../../common/uuid7.js';
+import { isInstance } from '../../common/is-instance.js';
 import { checkInteger, checkName, checkOptions, toJson } from '../../common/validate.js';
 import { messages } from '../../cyclone.messages.js';
 import { MAX_ATTEMPTS_LIMIT } from '../../cyclone.constants.js';
@@ -25,16 +25,14 @@ import { LOAD_HISTORY, RECORD_NODES, type RecordedNodeRow, type RecordedRow } fr
 import type { NodeType, StepState } from '../../sql/names.js';
 import { flowKeys } from '../../steps/flow-limits.js';
 import { jobParams } from '../../steps/job-params.js';
-import { backoffSchedule, defaultBackoff } from '../../steps/retry-policy.js';
+import { backoffSchedule } from '../../steps/retry-policy.js';
 import { childSpec, type ChildTargets } from './child-target.js';
-import { opBytes, opJson, type NodeOp } from './node-op.js';
+import { childRunId, describeNode, label } from './call-names.js';
+import { inlineAttempt, inlineBackoff, type InlineOutcome, type InlineSettings } from './inline-attempt.js';
+import { takeBatch, type NodeOp } from './node-op.js';
 import { PassEnded } from './pass-ended.js';
 import type { RegisteredWorkflow } from './registered-workflow.js';
 import { ResolutionQueue } from './resolution-queue.js';
-
-/** What one statement records at most: a fan-out of thousands goes in a few. */
-const MAX_OPS_PER_WRITE = 1_000;
-const MAX_BYTES_PER_WRITE = 8 * 1024 * 1024;
 
 const INLINE_OPTION_NAMES = ['maxAttempts', 'timeout', 'backoff'] as const;
 const STEP_CALL_OPTION_NAMES = ['queue', 'priority', 'timeout', 'maxAttempts', 'maxReclaims'] as const;
@@ -57,12 +55,6 @@ interface Waiter {
   reject: (error: unknown) => void;
   /** An inline call: what to run when its retry comes due. */
   inline?: { fn: (ctx: InlineContext) => unknown; options: InlineSettings };
-}
-
-interface InlineSettings {
-  maxAttempts: number;
-  timeoutMs: number | undefined;
-  backoff: InlineOptions['backoff'];
 }
 
 /** What a pass needs besides the workflow and its claimed node. */
@@ -383,36 +375,20 @@ export class WorkflowPass {
 
   private startInline(name: string, waiter: Waiter, attempt: number, maxAttempts: number): void {
     const { fn, options } = waiter.inline!;
-    const controller = new AbortController();
-    const abort = () => controller.abort(this.stop.signal.reason);
-    this.stop.signal.addEventListener('abort', abort, { once: true });
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<never>((_resolve, reject) => {
-      if (options.timeoutMs === undefined) return;
-      timer = setTimeout(() => {
-        const error = new InlineTimeout(options.timeoutMs!);
-        controller.abort(error);
-        reject(error);
-      }, options.timeoutMs);
-    });
-    const began = performance.now();
     this.inline += 1;
-    const ran = Promise.resolve().then(() => fn({ attempt, signal: controller.signal, fencingToken: Number(this.generation) }));
-    Promise.race([ran, timedOut])
-      .then(
-        (value) => this.inlineReturned(name, waiter, value, attempt, maxAttempts, began),
-        (error: unknown) => this.inlineThrew(name, waiter, error, attempt, maxAttempts, began),
-      )
+    inlineAttempt(fn, options, attempt, Number(this.generation), this.stop.signal)
+      .then((outcome) => {
+        if (this.ended) return;
+        if (outcome.ok) this.inlineReturned(name, waiter, outcome.value, { attempt, max_attempts: maxAttempts, ran_ms: outcome.ranMs });
+        else this.inlineThrew(name, waiter, outcome, attempt, maxAttempts);
+      })
       .finally(() => {
-        clearTimeout(timer);
-        this.stop.signal.removeEventListener('abort', abort);
         this.inline -= 1;
         this.schedule();
       });
   }
 
-  private inlineReturned(name: string, waiter: Waiter, value: unknown, attempt: number, maxAttempts: number, began: number): void {
-    if (this.ended) return;
+  private inlineReturned(name: string, waiter: Waiter, value: unknown, fields: Record<string, unknown>): void {
     let output: string;
     try {
       output = toJson(value ?? null, `result of wf.run(${label(name)})`, this.deps.module.maxPayloadBytes);
@@ -428,26 +404,21 @@ export class WorkflowPass {
       name,
       output,
       finishes: true,
-      fields: { state: 'completed', attempt, max_attempts: maxAttempts, ran_ms: Math.round(performance.now() - began) },
+      fields: { ...fields, state: 'completed' },
       // What a replay will return: the recorded JSON, not the value itself.
       written: (observed) => this.results.push(observed!, () => waiter.resolve(JSON.parse(output))),
     });
   }
 
-  private inlineThrew(name: string, waiter: Waiter, error: unknown, attempt: number, maxAttempts: number, began: number): void {
-    if (this.ended) return;
-    const errorKind = error instanceof InlineTimeout ? 'timeout' : isPermanent(error) ? 'permanent' : 'error';
-    const message = errorMessage(error);
-    const fields = { attempt, max_attempts: maxAttempts, ran_ms: Math.round(performance.now() - began), error: message, error_kind: errorKind };
+  private inlineThrew(name: string, waiter: Waiter, outcome: InlineOutcome & { ok: false }, attempt: number, maxAttempts: number): void {
+    const { errorKind, ranMs } = outcome;
+    const message = errorMessage(outcome.error);
+    const fields = { attempt, max_attempts: maxAttempts, ran_ms: ranMs, error: message, error_kind: errorKind };
     if (errorKind !== 'permanent' && attempt < maxAttempts) {
       // Retried after its backoff, on a timer: the workflow waits for it without a worker.
       this.logger.warn(`wf.run(${label(name)}) of run ${this.runId} attempt ${attempt} failed (${errorKind}): ${message}; retrying`);
-      this.ops.push({
-        op: 'run',
-        name,
-        finishes: false,
-        fields: { ...fields, state: 'waiting_timer', wait_ms: this.backoff(waiter.inline!.options, name, attempt) },
-      });
+      const waitMs = inlineBackoff(waiter.inline!.options, `wf.run(${label(name)})`, attempt, this.logger);
+      this.ops.push({ op: 'run', name, finishes: false, fields: { ...fields, state: 'waiting_timer', wait_ms: waitMs } });
       return;
     }
     this.waiting.delete(name);
@@ -459,16 +430,6 @@ export class WorkflowPass {
       written: (observed) =>
         this.results.push(observed!, () => waiter.reject(new StepFailedError(this.runId, name, message, errorKind))),
     });
-  }
-
-  private backoff(options: InlineSettings, name: string, attempt: number): number {
-    if (!options.backoff) return defaultBackoff(attempt);
-    try {
-      return toMs(options.backoff(attempt), 'backoff');
-    } catch (err) {
-      this.logger.error(`The backoff of wf.run(${label(name)}) failed for attempt ${attempt} (${errorMessage(err)}); using the default backoff.`);
-      return defaultBackoff(attempt);
-    }
   }
 
   // ---- the pass's progress ----
@@ -537,12 +498,9 @@ export class WorkflowPass {
    */
   private async write(suspend: boolean): Promise<void> {
     this.writing = true;
-    const batch = this.takeBatch();
+    const { batch, json, numbered, next: observed } = takeBatch(this.ops, this.nextObserved);
     const last = this.ops.length === 0;
     const awaited = suspend && last ? [...this.waiting.keys()] : [];
-    let observed = this.nextObserved;
-    const numbered = batch.map((op) => (op.finishes ? observed++ : null));
-    const json = `[${batch.map((op, i) => opJson(op, numbered[i])).join(',')}]`;
     if (batch.length > 0) this.recordedAny = true;
     const wakeDelayMs = this.recordedAny
       ? 0
@@ -580,17 +538,6 @@ export class WorkflowPass {
     this.schedule();
   }
 
-  private takeBatch(): NodeOp[] {
-    let bytes = 0;
-    let count = 0;
-    while (count < this.ops.length && count < MAX_OPS_PER_WRITE) {
-      bytes += opBytes(this.ops[count]);
-      if (count > 0 && bytes > MAX_BYTES_PER_WRITE) break;
-      count += 1;
-    }
-    return this.ops.splice(0, count);
-  }
-
   /** A node that finished for the pass (or an inline call whose retry is due). */
   private finished(row: RecordedRow): void {
     const name = row.node_id!;
@@ -614,54 +561,6 @@ export class WorkflowPass {
   }
 }
 
-/** An inline call's attempt that ran past its timeout. */
-class InlineTimeout extends Error {
-  constructor(ms: number) {
-    super(`The inline call timed out after ${ms} ms`);
-  }
-}
-
-/**
- * A child's run id: time-ordered like every run id, and above its parent's
- * (a millisecond later at least, whatever the clocks say), so locking runs in
- * id order locks a parent before its child (see record-nodes.sql).
- */
-function childRunId(parentId: string): string {
-  const parentMs = Number.parseInt(parentId.replace(/-/g, '').slice(0, 12), 16);
-  return uuid7(Math.max(Date.now(), parentMs + 1));
-}
-
 function keys([flowKey, rateKey]: [string | null, string | null]): { flow_key: string | null; rate_key: string | null } {
   return { flow_key: flowKey, rate_key: rateKey };
-}
-
-function label(name: unknown): string {
-  return typeof name === 'string' ? `'${name}'` : String(typeof name);
-}
-
-function describeNode(type: string, kind: unknown): string {
-  const what: Record<string, string> = {
-    run: 'an inline call (wf.run)',
-    step: 'a step (wf.step)',
-    sleep: 'a sleep (wf.sleep)',
-    signal: 'a signal wait (wf.waitForSignal)',
-    child: 'a child run (wf.startChild)',
-    result: "a wait for a child's result (wf.result)",
-    patch: 'a patch (wf.patched)',
-  };
-  const base = what[type] ?? `a ${type} node`;
-  return typeof kind === 'string' ? `${base} of "${kind}"` : base;
-}
-
-function isPermanent(error: unknown): boolean {
-  return isInstance(error, PermanentError);
-}
-
-/** `instanceof` for what user code threw, which may be a proxy whose traps throw. */
-function isInstance<T>(value: unknown, type: abstract new (...args: any[]) => T): value is T {
-  try {
-    return value instanceof type;
-  } catch {
-    return false;
-  }
 }
