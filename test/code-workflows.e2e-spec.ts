@@ -399,8 +399,23 @@ describe('durable waits', () => {
     await env.client.signal(runId, 'answer', 'yes');
     expect(await env.client.result(runId, { timeout: 20_000 })).toEqual({ flaky: 3, timedOut: true, both: 'signal yes' });
     expect(inlineCalls).toBe(3);
-    const flaky = (await env.client.listSteps(runId)).find((s) => s.nodeId === 'flaky')!;
+    const steps = await env.client.listSteps(runId);
+    const flaky = steps.find((s) => s.nodeId === 'flaky')!;
     expect(flaky).toMatchObject({ type: 'run', state: 'completed', attempt: 3, maxAttempts: 3, error: null, output: 3 });
+    // Each attempt of the inline call is kept, as a step's: the failed ones with their error and stack.
+    expect(flaky.attempts.map((a) => [a.attempt, a.outcome, a.error ?? null])).toEqual([
+      [1, 'retried', 'attempt 1 fails'],
+      [2, 'retried', 'attempt 2 fails'],
+      [3, 'completed', null],
+    ]);
+    expect(flaky.attempts[0].stack).toContain('attempt 1 fails');
+    expect(flaky.attempts[0].worker).toBe(env.app.get(CycloneStats).clientId);
+    // The workflow's own passes: each that ended waiting is kept as suspended, under the one
+    // attempt it never consumed, and the last completed the run.
+    const passes = steps.find((s) => s.type === 'workflow')!.attempts;
+    expect(passes.length).toBeGreaterThanOrEqual(3);
+    expect(passes.slice(0, -1).every((a) => a.outcome === 'suspended' && a.attempt === 1 && a.finishedAt !== null)).toBe(true);
+    expect(passes.at(-1)).toMatchObject({ attempt: 1, outcome: 'completed', worker: env.app.get(CycloneStats).clientId });
   });
 });
 

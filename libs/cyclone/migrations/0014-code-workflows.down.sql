@@ -1,11 +1,12 @@
 -- Restores the schema as it was before version 14: code workflows' runs and
 -- nodes are deleted, the functions version 14 changed get their earlier
--- bodies back, and its own functions, indexes and columns are dropped. Runs
--- then steps are locked first, as the up does.
+-- bodies back, and its own functions, indexes and columns are dropped. Runs,
+-- steps, then attempts are locked first, as the up does.
 
-LOCK TABLE cyclone_runs, cyclone_steps IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE cyclone_runs, cyclone_steps, cyclone_attempts IN ACCESS EXCLUSIVE MODE;
 
 DELETE FROM cyclone_unique_keys WHERE run_id IN (SELECT id FROM cyclone_runs WHERE version IS NOT NULL);
+DELETE FROM cyclone_attempts WHERE run_id IN (SELECT id FROM cyclone_runs WHERE version IS NOT NULL);
 DELETE FROM cyclone_steps WHERE run_id IN (SELECT id FROM cyclone_runs WHERE version IS NOT NULL);
 DELETE FROM cyclone_runs WHERE version IS NOT NULL;
 
@@ -535,14 +536,22 @@ END $$;
 -- whose timeout elapsed on the database clock is recorded as a timeout
 -- whatever the handler threw. A retry of a paused run's step is paused
 -- (keep-paused.sql). A compare-and-set on the lease, under the run lock.
+-- The attempt is recorded (record-attempt.sql) with the error's stack, when
+-- the handler threw one: retried, discarded, or timed_out whatever followed.
 -- Returns the step's new state, or NULL when the lease was lost.
 CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint,
-                                             p_error text, p_error_kind text, p_retry_delay_ms bigint)
+                                             p_error text, p_error_kind text, p_retry_delay_ms bigint,
+                                             p_stack text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_run_id uuid;
-  v_state  text;
+  v_run_id     uuid;
+  v_state      text;
+  -- The ended attempt, as the step held it.
+  v_attempt    integer;
+  v_started_at timestamptz;
+  v_error_kind text;
+  v_next_state text;
 BEGIN
   v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
@@ -564,14 +573,20 @@ BEGIN
     FROM (SELECT CASE WHEN timeout IS NOT NULL AND started_at + timeout <= now() THEN 'timeout'
                       ELSE p_error_kind END AS error_kind,
                  CASE WHEN p_error_kind = 'permanent' OR attempt >= max_attempts THEN 'discarded'
-                      ELSE 'available' END AS next_state
+                      ELSE 'available' END AS next_state,
+                 attempt, started_at
             FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id) f
    WHERE s.run_id = p_run_id AND s.id = p_step_id AND s.state = 'running'
      AND s.lease_owner = p_owner AND s.lease_generation = p_generation
-  RETURNING s.state INTO v_state;
+  RETURNING s.state, f.attempt, f.started_at, f.error_kind, f.next_state
+    INTO v_state, v_attempt, v_started_at, v_error_kind, v_next_state;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_attempt, v_started_at, p_owner,
+                                 CASE WHEN v_error_kind = 'timeout' THEN 'timed_out'
+                                      WHEN v_next_state = 'discarded' THEN 'discarded' ELSE 'retried' END,
+                                 p_error, v_error_kind, p_stack);
 
   IF v_state = 'discarded' THEN
     PERFORM cyclone_settle_run(v_run_id);
@@ -586,7 +601,8 @@ END $$;
 -- retried after p_retry_delay_ms), 'timeout_discarded', 'reclaimed' (attempt
 -- kept, claimable at once, scheduled_at untouched), 'reclaim_limit'
 -- (discarded), or NULL when the step no longer needs recovery (it finished,
--- or its lease was renewed meanwhile).
+-- or its lease was renewed meanwhile). Each ends the attempt that held the
+-- lease, and records it (record-attempt.sql).
 CREATE OR REPLACE FUNCTION cyclone_recover_step(p_run_id uuid, p_step_id bigint, p_retry_delay_ms bigint)
 RETURNS text
 LANGUAGE plpgsql AS $$
@@ -594,6 +610,7 @@ DECLARE
   v_run_id  uuid;
   v_step    cyclone_steps%ROWTYPE;
   v_outcome text;
+  v_error   text;
 BEGIN
   v_run_id := cyclone_lock_run(p_run_id);
   IF v_run_id IS NULL THEN
@@ -609,7 +626,7 @@ BEGIN
     -- a failure the worker reports (its lease is the one we hold locked).
     v_outcome := CASE cyclone_fail_step(p_run_id, p_step_id, v_step.lease_owner, v_step.lease_generation,
                                         'Step timed out after ' || v_step.timeout || ' (recovered by the sweep)',
-                                        'timeout', p_retry_delay_ms)
+                                        'timeout', p_retry_delay_ms, NULL)
                    WHEN 'discarded' THEN 'timeout_discarded' ELSE 'timeout' END;
     RETURN v_outcome;
   ELSIF v_step.lease_expiry < now() THEN
@@ -621,12 +638,17 @@ BEGIN
              error = 'Lease expired after ' || reclaims || ' reclaim(s); maxReclaims is ' || max_reclaims,
              error_kind = 'reclaim_limit',
              lease_owner = NULL, lease_expiry = NULL, updated_at = now()
-       WHERE run_id = p_run_id AND id = p_step_id;
+       WHERE run_id = p_run_id AND id = p_step_id
+      RETURNING error INTO v_error;
+      PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_step.attempt, v_step.started_at, v_step.lease_owner,
+                                     'discarded', v_error, 'reclaim_limit', NULL);
       PERFORM cyclone_settle_run(v_run_id);
     ELSE
       -- A crash is not a failure: same attempt, no backoff, claimable at once
       -- (on resume, if the run is paused: keep-paused.sql).
       v_outcome := 'reclaimed';
+      PERFORM cyclone_record_attempt(p_run_id, p_step_id, v_step.attempt, v_step.started_at, v_step.lease_owner,
+                                     'reclaimed', NULL, NULL, NULL);
       UPDATE cyclone_steps s
          SET (state, paused_state) = (SELECT k.state, k.paused_state FROM cyclone_keep_paused(p_run_id, 'available') k),
              reclaims = s.reclaims + 1,
@@ -651,6 +673,13 @@ BEGIN
   IF v_state IS NULL OR v_state IN ('completed', 'cancelled') THEN
     RETURN v_state;
   END IF;
+
+  -- The attempt of a running step ends here: it is recorded before its row
+  -- changes. The run's unfinished steps are locked first, so none becomes
+  -- running (a claim takes no run lock) between the record and the update.
+  PERFORM 1 FROM cyclone_steps WHERE run_id = p_run_id AND state NOT IN ('completed', 'discarded', 'cancelled') FOR UPDATE;
+  PERFORM cyclone_record_attempt(run_id, id, attempt, started_at, lease_owner, 'cancelled', NULL, NULL, NULL)
+     FROM cyclone_steps WHERE run_id = p_run_id AND state = 'running';
 
   UPDATE cyclone_steps
      SET state = 'cancelled', paused_state = NULL, lease_expiry = NULL,
@@ -817,6 +846,9 @@ DROP FUNCTION IF EXISTS cyclone_start_code_workflow(uuid, text, integer, jsonb, 
 
 DROP INDEX IF EXISTS cyclone_steps_workflows;
 DROP INDEX IF EXISTS cyclone_runs_parent;
+ALTER TABLE cyclone_attempts DROP CONSTRAINT cyclone_attempts_outcome_check;
+ALTER TABLE cyclone_attempts ADD CONSTRAINT cyclone_attempts_outcome_check
+  CHECK (outcome IN ('retried', 'discarded', 'timed_out', 'cancelled', 'reclaimed', 'snoozed'));
 ALTER TABLE cyclone_steps DROP CONSTRAINT cyclone_steps_node_type_check;
 ALTER TABLE cyclone_steps ADD CONSTRAINT cyclone_steps_node_type_check CHECK (node_type IN ('step', 'signal', 'sleep'));
 ALTER TABLE cyclone_steps DROP COLUMN input, DROP COLUMN observed, DROP COLUMN wake_delay_ms;

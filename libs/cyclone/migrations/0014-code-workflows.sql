@@ -5,10 +5,10 @@
 -- wf.waitForSignal, wf.startChild, wf.result, wf.patched) is a node of the
 -- run, named by its first argument, recorded once and replayed from there.
 
--- Runs then steps are locked first, in the order of every transition; the
--- migrator's lock_timeout makes the migration give way to live workers and
--- try again.
-LOCK TABLE cyclone_runs, cyclone_steps IN ACCESS EXCLUSIVE MODE;
+-- Runs, steps, then attempts are locked first, in the order of every
+-- transition; the migrator's lock_timeout makes the migration give way to
+-- live workers and try again.
+LOCK TABLE cyclone_runs, cyclone_steps, cyclone_attempts IN ACCESS EXCLUSIVE MODE;
 
 -- version: of the code workflow that started the run (NULL for jobs and DAG
 -- runs); a client runs only runs of its version and older. parent_id: the
@@ -34,6 +34,12 @@ CREATE INDEX cyclone_runs_parent ON cyclone_runs (parent_id) WHERE parent_id IS 
 -- (sql/functions/claim-workflows.sql).
 CREATE INDEX cyclone_steps_workflows ON cyclone_steps (queue, priority DESC, scheduled_at, id)
   WHERE state = 'available' AND node_type = 'workflow';
+
+-- A pass of a code workflow that ends waiting for its nodes is an attempt
+-- of the workflow's node kept as suspended (record-nodes.sql).
+ALTER TABLE cyclone_attempts DROP CONSTRAINT cyclone_attempts_outcome_check;
+ALTER TABLE cyclone_attempts ADD CONSTRAINT cyclone_attempts_outcome_check
+  CHECK (outcome IN ('retried', 'discarded', 'timed_out', 'cancelled', 'reclaimed', 'snoozed', 'suspended'));
 
 \ir ../sql/functions/claim-flow.sql
 \ir ../sql/functions/start-code-workflow.sql

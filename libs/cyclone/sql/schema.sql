@@ -17,7 +17,7 @@ CREATE TABLE cyclone_attempts (
   error_kind text,
   stack text,
   worker text,
-  CONSTRAINT cyclone_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['retried'::text, 'discarded'::text, 'timed_out'::text, 'cancelled'::text, 'reclaimed'::text, 'snoozed'::text]))),
+  CONSTRAINT cyclone_attempts_outcome_check CHECK ((outcome = ANY (ARRAY['retried'::text, 'discarded'::text, 'timed_out'::text, 'cancelled'::text, 'reclaimed'::text, 'snoozed'::text, 'suspended'::text]))),
   CONSTRAINT cyclone_attempts_pkey PRIMARY KEY (run_id, step_id, seq)
 ) PARTITION BY RANGE (run_id);
 
@@ -1491,6 +1491,17 @@ BEGIN
       RETURNING s.queue, s.state
     )
     SELECT array_agg(DISTINCT i.queue) FILTER (WHERE i.state = 'available') INTO v_queues FROM inserted i;
+    -- An inline call's attempt that failed is kept as a step's is, with its
+    -- stack (record-attempt.sql); its node holds the attempt that follows, or
+    -- the failure that discarded it.
+    PERFORM cyclone_record_attempt(p_run_id, s.id, o.attempt, now() - o.ran_ms * interval '1 millisecond', p_owner,
+                                   CASE WHEN o.error_kind = 'timeout' THEN 'timed_out'
+                                        WHEN o.state = 'discarded' THEN 'discarded' ELSE 'retried' END,
+                                   o.error, o.error_kind, o.stack)
+       FROM jsonb_to_recordset(p_ops) AS o(op text, name text, state text, attempt integer, ran_ms bigint, error text,
+                                           error_kind text, stack text)
+       JOIN cyclone_steps s ON s.run_id = p_run_id AND s.node_id = o.name
+      WHERE o.op = 'run' AND o.error IS NOT NULL;
     SELECT v_queues || coalesce(array_agg(DISTINCT o ->> 'queue'), '{}') INTO v_queues
       FROM jsonb_array_elements(p_ops) AS o WHERE o ->> 'op' = 'child';
     PERFORM pg_notify('cyclone_wake', q) FROM (SELECT DISTINCT unnest(v_queues) AS q) w WHERE q IS NOT NULL;
@@ -1547,6 +1558,10 @@ BEGIN
      WHERE s.run_id = p_run_id AND s.node_id = ANY (p_awaited)
        AND (s.state IN ('completed', 'discarded', 'cancelled') OR (s.node_type = 'run' AND s.state = 'pending'));
     IF v_finished IS NULL THEN
+      -- The pass's attempt ends here, kept as suspended (record-attempt.sql);
+      -- the next pass runs under the same attempt number.
+      PERFORM cyclone_record_attempt(p_run_id, v_me.id, v_me.attempt, v_me.started_at, p_owner, 'suspended',
+                                     NULL, NULL, NULL);
       UPDATE cyclone_steps
          SET state = CASE WHEN v_paused THEN 'paused' ELSE 'pending' END,
              paused_state = CASE WHEN v_paused THEN 'pending' END,

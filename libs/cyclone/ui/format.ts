@@ -127,6 +127,7 @@ const OUTCOME_COLOURS: Record<string, string> = {
   cancelled: 'cancelled',
   reclaimed: 'paused',
   snoozed: 'waiting_timer',
+  suspended: 'pending',
 };
 
 /** What ended an attempt as a badge; an attempt still going is running. */

@@ -1,6 +1,9 @@
 import type { ErrorKind, NodeType, RunInfo, StepAttempt, StepInfo } from '../interfaces/run-info.interface.js';
 import type { AttemptJson, RunRow, StepRow } from '../sql/runs.sql.js';
 
+/** Nodes that run, each attempt on a worker: a step, a code workflow's method, its inline calls. */
+const OWN_ATTEMPT: ReadonlySet<string> = new Set(['step', 'workflow', 'run']);
+
 /** The attempts listSteps gives a step: as many as cyclone_record_attempt keeps. */
 const ATTEMPTS_SHOWN = 20;
 
@@ -62,7 +65,7 @@ export function toStepInfo(row: StepRow): StepInfo {
  */
 function toAttempts(row: StepRow): StepAttempt[] {
   const attempts = row.attempts.map(toAttempt);
-  if (row.node_type === 'step' && row.started_at !== null && (row.state === 'running' || row.state === 'completed')) {
+  if (OWN_ATTEMPT.has(row.node_type) && row.started_at !== null && (row.state === 'running' || row.state === 'completed')) {
     const completed = row.state === 'completed';
     attempts.push({
       attempt: row.attempt,

@@ -22,6 +22,7 @@ import type { AttemptEnd, CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { ProgressReporter } from './progress-reporter.js';
 import { PassEnded } from '../workflow/code/pass-ended.js';
 import { isInstance } from '../common/is-instance.js';
+import { stackOf } from '../common/stack-of.js';
 
 export interface ExecutionDeps {
   database: CycloneDatabase;
@@ -314,14 +315,3 @@ export class StepExecution {
 
 /** SQLSTATE undefined_function: the database is at a schema version before this client's. */
 const UNDEFINED_FUNCTION = '42883';
-
-/** The stack of an Error a handler threw, made storable; null for anything else, or a stack that cannot be read. */
-function stackOf(thrown: unknown): string | null {
-  if (!isInstance(thrown, Error)) return null;
-  try {
-    const { stack } = thrown;
-    return typeof stack === 'string' && stack !== '' ? storableText(stack) : null;
-  } catch {
-    return null;
-  }
-}

@@ -2,6 +2,7 @@ import type { Logger } from '@nestjs/common';
 import { optionalPositiveMs, toMs, type Duration } from '../../common/duration.js';
 import { errorMessage } from '../../common/error-message.js';
 import { isInstance } from '../../common/is-instance.js';
+import { stackOf } from '../../common/stack-of.js';
 import { checkInteger, checkName, checkOptions, toJson } from '../../common/validate.js';
 import { messages } from '../../cyclone.messages.js';
 import { MAX_ATTEMPTS_LIMIT } from '../../cyclone.constants.js';
@@ -413,7 +414,8 @@ export class WorkflowPass {
   private inlineThrew(name: string, waiter: Waiter, outcome: InlineOutcome & { ok: false }, attempt: number, maxAttempts: number): void {
     const { errorKind, ranMs } = outcome;
     const message = errorMessage(outcome.error);
-    const fields = { attempt, max_attempts: maxAttempts, ran_ms: ranMs, error: message, error_kind: errorKind };
+    // The attempt is kept with its stack, as a step's failed attempt is (record-nodes.sql).
+    const fields = { attempt, max_attempts: maxAttempts, ran_ms: ranMs, error: message, error_kind: errorKind, stack: stackOf(outcome.error) };
     if (errorKind !== 'permanent' && attempt < maxAttempts) {
       // Retried after its backoff, on a timer: the workflow waits for it without a worker.
       this.logger.warn(`wf.run(${label(name)}) of run ${this.runId} attempt ${attempt} failed (${errorKind}): ${message}; retrying`);
