@@ -125,6 +125,8 @@ describe('workflow races: each has exactly one outcome', () => {
     envs.push(await replicaOf(base, { workflows, pollInterval: fastPoll, workers: 4 }));
     // Every pass of every client is recorded: its timer loop's and the direct calls below.
     const spies = envs.map((env) => jest.spyOn(env.app.get(TimerSweeper), 'fire'));
+    // A pass begun before its spy would fire unseen: wait until each loop has begun one since.
+    await Promise.all(envs.map((env) => env.waitForPasses('cyclone:timers')));
 
     const runIds = await Promise.all(indexes().map((i) => envs[i % envs.length].client.start(Nap, { i })));
     // Beside the loops (every 10-30 ms on each client), two callers per client fire
