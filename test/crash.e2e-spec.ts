@@ -10,7 +10,7 @@ import { sleep, waitFor } from './support/wait.js';
  * compiled into .build by `pretest`) on a real PostgreSQL (SPEC §4, §7, §8):
  * - workers SIGKILLed mid-step while they drain a few hundred jobs: every job
  *   completes, its side effect is applied exactly once, extra invocations are
- *   exactly the reclaims, and the kill→reclaim time is about one lease TTL;
+ *   at most the reclaims, and the kill→reclaim time is about one lease TTL;
  * - a worker frozen past its lease and thawed: its late writes are fenced and
  *   its completions dropped;
  * - a worker's LISTEN connection terminated: it reconnects and NOTIFY wakes it.
@@ -212,10 +212,13 @@ describe('crash recovery with real worker processes', () => {
         if (s.generation !== 1 + s.reclaims || s.output.token !== s.generation) {
           problems.push(`${where}: generation ${s.generation}, reclaims ${s.reclaims}, completed by token ${s.output.token}`);
         }
-        // The handler ran once per claim: no claim ran it twice, no claim was skipped.
-        const expected = Array.from({ length: s.generation }, (_, k) => k + 1);
-        if (JSON.stringify(s.invoked_tokens) !== JSON.stringify(expected)) {
-          problems.push(`${where}: handler ran with tokens [${s.invoked_tokens}], claims were [${expected}]`);
+        // The handler ran at most once per claim, each time under a later claim, last under the
+        // completing one. A claim may have no call: its worker was killed after the claim
+        // committed and before the handler recorded its start.
+        const tokens = s.invoked_tokens;
+        const rising = tokens.every((t, k) => t >= 1 && (k === 0 || t > tokens[k - 1]));
+        if (tokens.length < 1 || !rising || tokens.at(-1) !== s.generation) {
+          problems.push(`${where}: handler ran with tokens [${tokens}], claims were 1..${s.generation}`);
         }
         if (s.late_invocations > 0) problems.push(`${where}: ${s.late_invocations} invocation(s) after it completed`);
       }
@@ -227,8 +230,9 @@ describe('crash recovery with real worker processes', () => {
                  (SELECT sum(reclaims)::int FROM cyclone_steps) AS reclaims,
                  (SELECT count(*)::int FROM crash_invocations WHERE effect = 'fenced') AS fenced`)
       ).rows;
+      // At most one more call per reclaim (a claim killed before its call has none).
       const extraInvocations = invocations - runIds.length;
-      expect(extraInvocations).toBe(reclaims);
+      expect(extraInvocations).toBeLessThanOrEqual(reclaims);
 
       // Every step a kill left behind was reclaimed and run again, never before its lease expired.
       expect(kills.length).toBeGreaterThanOrEqual(MIN_KILLS);
@@ -256,7 +260,7 @@ describe('crash recovery with real worker processes', () => {
         `\n[crash] ${runIds.length} jobs on ${WORKERS} worker processes (${SLOTS} slots each, leaseTtl ${LEASE_TTL_MS} ms, ` +
           `poll ${POLL_MS[0]}-${POLL_MS[1]} ms) in ${(elapsedMs / 1000).toFixed(1)} s: ` +
           `${kills.length} SIGKILLs survived, ${killed.length} steps killed mid-step (${afterEffect} after writing their effect), ` +
-          `0 lost, every run 1 effect row = its completed output; ${extraInvocations} extra invocations = ${reclaims} reclaims; ` +
+          `0 lost, every run 1 effect row = its completed output; ${extraInvocations} extra invocations, ${reclaims} reclaims; ` +
           `${fenced} stale effect writes fenced; kill->reclaim median ${median(killToReclaim)} ms, max ${Math.max(...killToReclaim)} ms ` +
           `(lease expiry->reclaim median ${median(expiryToReclaim)} ms, max ${Math.max(...expiryToReclaim)} ms); ` +
           `worker process start-up median ${median(boots)} ms\n`,
