@@ -3,7 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { CycloneDatabase, Step, Workflow, defineStep, type WorkflowContext } from 'cyclone-nestjs';
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { closeAll } from './support/handler-probe.js';
-import { sleep, waitFor } from './support/wait.js';
+import { waitFor } from './support/wait.js';
 
 /**
  * A fan-out of a thousand steps from a workflow on a queue of one worker
@@ -14,14 +14,18 @@ import { sleep, waitFor } from './support/wait.js';
 
 const FAN_OUT = 1_000;
 const Item = defineStep<{ i: number }, number>('fan_item', { queue: 'work' });
-/** Items wait for this before they complete, so the fan-out stays unfinished while the second run goes. */
-let open = false;
+/** Items wait for this gate before they complete, so the fan-out stays unfinished while the second run goes. */
+let open = (): void => undefined;
+let opened: Promise<void> = Promise.resolve();
+function closeGate(): void {
+  opened = new Promise<void>((resolve) => (open = resolve));
+}
 
 @Injectable()
 class FanSteps {
   @Step(Item)
   async item(input: { i: number }) {
-    while (!open) await sleep(10);
+    await opened;
     return input.i;
   }
 }
@@ -44,13 +48,13 @@ class FanFlows {
 
 const envs: CycloneTestEnv[] = [];
 afterEach(async () => {
-  open = true;
+  open();
   await closeAll(envs);
 });
 
 describe('a fan-out of a thousand steps', () => {
   it('holds no worker slot while it waits, is recorded in one statement, and is replayed a few times', async () => {
-    open = false;
+    closeGate();
     const env = await CycloneTestEnv.create({
       providers: [FanSteps, FanFlows],
       queues: { flows: { workers: 1 }, work: { workers: 4 } },
@@ -82,7 +86,7 @@ describe('a fan-out of a thousand steps', () => {
     expect(await env.client.result(small, { timeout: 20_000 })).toBe(3);
     expect((await env.client.getRun(fan)).state).toBe('running');
 
-    open = true;
+    open();
     const expected = (FAN_OUT * (FAN_OUT - 1)) / 2;
     expect(await env.client.result(fan, { timeout: 60_000 })).toBe(expected);
     const passes = (await node()).passes;
