@@ -411,6 +411,9 @@ describe('the log while the database is down', () => {
   class HeldSteps {
     @Step('held_through_outage', { queue: 'second' })
     async hold(_input: unknown, ctx: StepContext) {
+      // Its 600 ms lease can lapse during the outage and a sweep after it take the step over:
+      // the run again then finishes at once, as the held one would have.
+      if (ctx.reclaims > 0) return 'done';
       return held.cooperate(ctx);
     }
   }
