@@ -2214,6 +2214,6 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (11, 'CycloneQueues
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (12, 'CycloneOperators1765785600000');
 
-INSERT INTO cyclone_schema_migrations (version, name) VALUES (14, 'CycloneCodeWorkflows1766044800000');
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (13, 'CycloneCodeWorkflows1766044800000');
 
 SELECT cyclone_ensure_partitions(3);

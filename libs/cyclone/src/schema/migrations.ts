@@ -74,9 +74,9 @@ export class CycloneKeepPausedWrites1765612800000 extends sqlMigration(
 export class CycloneQueues1765699200000 extends sqlMigration(11, 'CycloneQueues1765699200000', '0011-queues') {}
 export class CycloneOperators1765785600000 extends sqlMigration(12, 'CycloneOperators1765785600000', '0012-operators') {}
 export class CycloneCodeWorkflows1766044800000 extends sqlMigration(
-  14,
+  13,
   'CycloneCodeWorkflows1766044800000',
-  '0014-code-workflows',
+  '0013-code-workflows',
 ) {}
 
 /**

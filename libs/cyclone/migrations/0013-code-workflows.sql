@@ -1,4 +1,4 @@
--- Cyclone's schema, version 14: workflows written as code (SPEC §18). A run
+-- Cyclone's schema, version 13: workflows written as code (SPEC §18). A run
 -- of one is a row of cyclone_runs with the version of the workflow that
 -- started it, and a node for the workflow's method, claimed like any step;
 -- each durable call of the method (wf.run, wf.step, wf.sleep,
@@ -58,5 +58,5 @@ ALTER TABLE cyclone_attempts ADD CONSTRAINT cyclone_attempts_outcome_check
 \ir ../sql/functions/signal.sql
 \ir ../sql/functions/fire-timer.sql
 
-INSERT INTO cyclone_schema_migrations (version, name) VALUES (14, 'CycloneCodeWorkflows1766044800000')
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (13, 'CycloneCodeWorkflows1766044800000')
   ON CONFLICT DO NOTHING;

@@ -1,5 +1,5 @@
--- Restores the schema as it was before version 14: code workflows' runs and
--- nodes are deleted, the functions version 14 changed get their earlier
+-- Restores the schema as it was before version 13: code workflows' runs and
+-- nodes are deleted, the functions version 13 changed get their earlier
 -- bodies back, and its own functions, indexes and columns are dropped. Runs,
 -- steps, then attempts are locked first, as the up does.
 
@@ -854,4 +854,4 @@ ALTER TABLE cyclone_steps ADD CONSTRAINT cyclone_steps_node_type_check CHECK (no
 ALTER TABLE cyclone_steps DROP COLUMN input, DROP COLUMN observed, DROP COLUMN wake_delay_ms;
 ALTER TABLE cyclone_runs DROP COLUMN version, DROP COLUMN parent_id;
 
-DELETE FROM cyclone_schema_migrations WHERE version = 14;
+DELETE FROM cyclone_schema_migrations WHERE version = 13;
