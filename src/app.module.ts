@@ -39,6 +39,8 @@ export class AppModule {
             leaseTtl: process.env.CYCLONE_LEASE_TTL ?? '30s',
             runWorkers: process.env.CYCLONE_ROLE !== 'api',
             workflows: [Onboarding],
+            // Broker dispatch (docs/dispatch.md) when a Redis is configured
+            ...(process.env.CYCLONE_REDIS_URL ? { dispatch: { redis: { url: process.env.CYCLONE_REDIS_URL } } } : {}),
           }),
         }),
         // The dashboard at /cyclone, behind HTTP Basic; DASHBOARD_READONLY=true leaves out every action.

@@ -9,7 +9,9 @@ import { parse } from 'yaml';
  * checks stand in for `docker compose up` on the properties a deployment
  * relies on. The build context is the repository; the image runs a supported
  * Node; the database is the PostgreSQL major the tests run on; every app
- * service has a healthcheck; and the dashboard has no default login.
+ * service has a healthcheck; the dashboard has no default login; and Redis,
+ * for broker dispatch (SPEC §17), is healthy before any service that uses it
+ * starts.
  */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -20,6 +22,8 @@ interface Service {
   build?: { context: string; dockerfile: string };
   environment?: Record<string, string>;
   healthcheck?: { test: string[] };
+  /** The short form (a list) only orders the starts; the long form waits for the condition it names. */
+  depends_on?: string[] | Record<string, { condition?: string }>;
 }
 const compose = parse(read('docker/docker-compose.yml')) as { services: Record<string, Service> };
 const dockerfile = read('docker/Dockerfile');
@@ -78,6 +82,28 @@ describe('the Docker setup', () => {
       for (const [variable, value] of Object.entries(service.environment ?? {})) {
         if (variable.startsWith('DASHBOARD_')) expect(value).not.toMatch(/^(admin|cyclone)$/);
       }
+    }
+  });
+
+  it('runs a Redis that can carry broker dispatch, with a healthcheck', () => {
+    const redis = compose.services.redis;
+    // XAUTOCLAIM, which the reclaim loop uses, came with Redis 6.2.
+    const [, major, minor] = /^redis:(\d+)(?:\.(\d+))?(?:[.-]|$)/.exec(redis.image ?? '') ?? [];
+    expect([redis.image, Number(major) > 6 || (Number(major) === 6 && Number(minor ?? 0) >= 2)]).toEqual([redis.image, true]);
+    expect(redis.healthcheck!.test).toEqual(['CMD', 'redis-cli', 'ping']);
+  });
+
+  it('starts the API and the worker replicas with dispatch on, each once Redis is healthy', () => {
+    for (const name of ['api', 'worker']) {
+      expect([name, compose.services[name].environment?.CYCLONE_REDIS_URL]).toEqual([name, 'redis://redis:6379']);
+    }
+    for (const [name, service] of Object.entries(compose.services)) {
+      const url = service.environment?.CYCLONE_REDIS_URL;
+      if (url === undefined) continue;
+      // The URL names the compose service, so the depends_on below is the Redis it uses.
+      expect([name, new URL(url).hostname]).toEqual([name, 'redis']);
+      const dependsOn = Array.isArray(service.depends_on) ? {} : (service.depends_on ?? {});
+      expect([name, dependsOn.redis?.condition]).toEqual([name, 'service_healthy']);
     }
   });
 });

@@ -1,6 +1,8 @@
-import type { TestServer } from './global-setup.js';
+import type { TestRedis, TestServer } from './global-setup.js';
 
 export default async function globalTeardown(): Promise<void> {
-  const server = (globalThis as { __cycloneTestServer?: TestServer }).__cycloneTestServer;
-  await server?.stop();
+  const state = globalThis as { __cycloneTestServer?: TestServer; __cycloneTestRedis?: TestRedis };
+  // Both even if one fails to stop, so neither outlives the run.
+  const stopped = await Promise.allSettled([state.__cycloneTestServer?.stop(), state.__cycloneTestRedis?.stop()]);
+  for (const result of stopped) if (result.status === 'rejected') throw result.reason;
 }
