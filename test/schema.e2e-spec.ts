@@ -1,7 +1,8 @@
 import { describe, it, expect, afterAll, beforeAll } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
 import pg from 'pg';
-import { RUN_STATES, STEP_STATES, NODE_TYPES, ERROR_KINDS, WAKE_CHANNEL, RUN_FINISHED_CHANNEL } from 'cyclone-nestjs';
+import { RUN_STATES, STEP_STATES, NODE_TYPES, ERROR_KINDS } from 'cyclone-nestjs';
+import { CHANNELS } from '../libs/cyclone/src/sql/names.js';
 import { TestDatabase } from 'cyclone-nestjs/testing';
 import { applyMigrations } from '../libs/cyclone/src/schema/migrator.js';
 import { dumpSchema } from './support/schema-dump.js';
@@ -81,6 +82,6 @@ describe("the engine's SQL in one place", () => {
       ...readdirSync(new URL('src/sql/', PACKAGE)).map((file) => read(`src/sql/${file}`)),
     ];
     const channels = new Set(sources.flatMap((text) => [...text.matchAll(/pg_notify\('([a-z_]+)'/g)].map((m) => m[1])));
-    expect(channels).toEqual(new Set([WAKE_CHANNEL, RUN_FINISHED_CHANNEL]));
+    expect(channels).toEqual(new Set(CHANNELS));
   });
 });

@@ -3,6 +3,8 @@
 -- drifts from what the migrations create. The definitions are kept in
 -- migrations/ (tables, indexes) and sql/functions/ (one file a function).
 
+CREATE SEQUENCE cyclone_outbox_id_seq AS bigint;
+
 CREATE SEQUENCE cyclone_steps_id_seq AS bigint;
 
 CREATE TABLE cyclone_attempts (
@@ -37,6 +39,31 @@ CREATE TABLE cyclone_clients (
   started_at timestamp with time zone NOT NULL DEFAULT now(),
   heartbeat_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT cyclone_clients_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE cyclone_dispatch (
+  only_row boolean NOT NULL DEFAULT true,
+  shards integer NOT NULL,
+  epoch text,
+  active_until timestamp with time zone NOT NULL,
+  CONSTRAINT cyclone_dispatch_only_row_check CHECK (only_row),
+  CONSTRAINT cyclone_dispatch_shards_check CHECK ((shards > 0)),
+  CONSTRAINT cyclone_dispatch_pkey PRIMARY KEY (only_row)
+);
+
+CREATE TABLE cyclone_outbox (
+  id bigint NOT NULL DEFAULT nextval('cyclone_outbox_id_seq'::regclass),
+  step_id bigint NOT NULL,
+  run_id uuid NOT NULL,
+  queue text NOT NULL,
+  kind text,
+  node_type text NOT NULL,
+  priority smallint NOT NULL,
+  due_at timestamp with time zone NOT NULL,
+  attempts integer NOT NULL DEFAULT 0,
+  next_attempt_at timestamp with time zone,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT cyclone_outbox_pkey PRIMARY KEY (id)
 );
 
 CREATE TABLE cyclone_paused_queues (
@@ -156,7 +183,7 @@ CREATE TABLE cyclone_steps (
   input jsonb,
   observed integer,
   wake_delay_ms integer,
-  CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text]))),
+  CONSTRAINT cyclone_steps_error_kind_check CHECK ((error_kind = ANY (ARRAY['error'::text, 'timeout'::text, 'permanent'::text, 'reclaim_limit'::text, 'signal_timeout'::text, 'max_deliveries'::text]))),
   CONSTRAINT cyclone_steps_node_type_check CHECK ((node_type = ANY (ARRAY['step'::text, 'signal'::text, 'sleep'::text, 'workflow'::text, 'run'::text, 'child'::text, 'result'::text, 'patch'::text]))),
   CONSTRAINT cyclone_steps_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'available'::text, 'running'::text, 'waiting_signal'::text, 'waiting_timer'::text, 'paused'::text, 'completed'::text, 'discarded'::text, 'cancelled'::text]))),
   CONSTRAINT cyclone_steps_pkey PRIMARY KEY (run_id, id),
@@ -169,7 +196,13 @@ CREATE TABLE cyclone_unique_keys (
   CONSTRAINT cyclone_unique_keys_pkey PRIMARY KEY (unique_key)
 );
 
+ALTER SEQUENCE cyclone_outbox_id_seq OWNED BY cyclone_outbox.id;
+
 ALTER SEQUENCE cyclone_steps_id_seq OWNED BY cyclone_steps.id;
+
+CREATE INDEX cyclone_outbox_due ON cyclone_outbox USING btree (due_at, priority DESC, id);
+
+CREATE INDEX cyclone_outbox_step ON cyclone_outbox USING btree (step_id);
 
 CREATE INDEX cyclone_rate_buckets_expires ON cyclone_rate_buckets USING btree (expires_at);
 
@@ -673,6 +706,20 @@ BEGIN
   END IF;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_dispatch_step()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM cyclone_dispatch WHERE active_until > now()) THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO cyclone_outbox (step_id, run_id, queue, kind, node_type, priority, due_at)
+  VALUES (NEW.id, NEW.run_id, NEW.queue, NEW.kind, NEW.node_type, NEW.priority, NEW.scheduled_at);
+  PERFORM pg_notify('cyclone_outbox', '');
+  RETURN NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_drop_partitions(p_older_than timestamp with time zone)
  RETURNS SETOF text
  LANGUAGE plpgsql
@@ -919,6 +966,30 @@ BEGIN
     END;
   END LOOP;
   RETURN v_created;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_fail_delivery(p_run_id uuid, p_step_id bigint, p_owner text, p_error text, p_retry_delay_ms bigint)
+ RETURNS text
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_step cyclone_steps%ROWTYPE;
+BEGIN
+  IF cyclone_lock_run(p_run_id) IS NULL THEN
+    RETURN NULL;
+  END IF;
+  SELECT * INTO v_step FROM cyclone_steps WHERE run_id = p_run_id AND id = p_step_id FOR UPDATE;
+  IF v_step.state = 'available' OR (v_step.state = 'running' AND v_step.lease_expiry < now()) THEN
+    UPDATE cyclone_steps
+       SET state = 'running', lease_owner = p_owner, lease_generation = lease_generation + 1,
+           lease_expiry = now(), started_at = coalesce(CASE WHEN v_step.state = 'running' THEN started_at END, now()),
+           updated_at = now()
+     WHERE run_id = p_run_id AND id = p_step_id
+    RETURNING * INTO v_step;
+    RETURN cyclone_fail_step(p_run_id, p_step_id, p_owner, v_step.lease_generation, p_error, 'max_deliveries',
+                             p_retry_delay_ms);
+  END IF;
+  RETURN NULL;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_fail_step(p_run_id uuid, p_step_id bigint, p_owner text, p_generation bigint, p_error text, p_error_kind text, p_retry_delay_ms bigint, p_stack text DEFAULT NULL::text)
@@ -1654,6 +1725,32 @@ BEGIN
   RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_redispatch(p_older_than interval, p_queue text DEFAULT NULL::text)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_n integer;
+BEGIN
+  WITH lost AS (
+    UPDATE cyclone_steps s
+       SET updated_at = now()
+     WHERE s.state = 'available'
+       AND (p_queue IS NULL OR s.queue = p_queue)
+       AND (p_older_than IS NULL OR s.updated_at < now() - p_older_than)
+       AND s.run_id >= (SELECT f.low FROM cyclone_claim_floor f)
+       AND NOT EXISTS (SELECT 1 FROM cyclone_outbox o WHERE o.step_id = s.id)
+    RETURNING s.id, s.run_id, s.queue, s.kind, s.node_type, s.priority, s.scheduled_at
+  )
+  INSERT INTO cyclone_outbox (step_id, run_id, queue, kind, node_type, priority, due_at)
+  SELECT id, run_id, queue, kind, node_type, priority, scheduled_at FROM lost;
+  GET DIAGNOSTICS v_n = ROW_COUNT;
+  IF v_n > 0 THEN
+    PERFORM pg_notify('cyclone_outbox', '');
+  END IF;
+  RETURN v_n;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_refresh_claim_floor()
  RETURNS void
  LANGUAGE plpgsql
@@ -2039,6 +2136,37 @@ BEGIN
   RETURN p_run_id;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_start_dispatched(p_run_ids uuid[], p_ids bigint[], p_kinds text[], p_owner text, p_lease_ttl_ms bigint, p_retry_delay_ms bigint)
+ RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
+ LANGUAGE plpgsql
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_lo   uuid := cyclone_lowest_id(p_run_ids);
+  v_runs uuid[];
+  v_ids  bigint[];
+BEGIN
+  PERFORM cyclone_recover_step(s.run_id, s.id, p_retry_delay_ms)
+     FROM cyclone_steps s JOIN unnest(p_run_ids, p_ids) AS t(run_id, id) ON s.run_id = t.run_id AND s.id = t.id
+    WHERE s.state = 'running' AND s.lease_expiry < now() AND s.kind = ANY (p_kinds) AND s.run_id >= v_lo;
+  SELECT array_agg(c.run_id), array_agg(c.id) INTO v_runs, v_ids
+    FROM (SELECT s.run_id, s.id FROM cyclone_steps s
+            JOIN unnest(p_run_ids, p_ids) AS t(run_id, id) ON s.run_id = t.run_id AND s.id = t.id
+           WHERE s.state = 'available' AND s.scheduled_at <= now() AND s.flow_key IS NULL
+             AND s.node_type <> 'workflow' AND s.kind = ANY (p_kinds) AND s.run_id >= v_lo
+             AND NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = s.queue)
+           ORDER BY s.id
+             FOR UPDATE OF s) c;
+  IF v_ids IS NULL THEN
+    RETURN;
+  END IF;
+  RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[], p_owner text, p_lease_ttl_ms bigint)
  RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
  LANGUAGE plpgsql
@@ -2190,6 +2318,10 @@ BEGIN
   PERFORM pg_notify('cyclone_wake', queue) FROM unnest(v_woken) AS queue;
 END $function$;
 
+CREATE TRIGGER cyclone_steps_dispatch_insert AFTER INSERT ON cyclone_steps FOR EACH ROW WHEN ((new.state = 'available'::text)) EXECUTE FUNCTION cyclone_dispatch_step();
+
+CREATE TRIGGER cyclone_steps_dispatch_update AFTER UPDATE OF state, scheduled_at ON cyclone_steps FOR EACH ROW WHEN (((new.state = 'available'::text) AND ((old.state <> 'available'::text) OR (old.scheduled_at <> new.scheduled_at)))) EXECUTE FUNCTION cyclone_dispatch_step();
+
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (2, 'CycloneStepBackoff1764835200000');
@@ -2215,5 +2347,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (11, 'CycloneQueues
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (12, 'CycloneOperators1765785600000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (13, 'CycloneCodeWorkflows1766044800000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (14, 'CycloneBrokerDispatch1766131200000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -18,6 +18,8 @@ export const LOOP_NAMES = [
   'cyclone:flow-keys',
   'cyclone:metrics',
   'cyclone:clients',
+  'cyclone:outbox',
+  'cyclone:dispatch',
 ] as const;
 export type LoopName = (typeof LOOP_NAMES)[number];
 

@@ -23,6 +23,7 @@ export * from './not-in-transaction.error.js';
 export * from './outcome-unknown.error.js';
 export * from './permanent.error.js';
 export * from './queue-not-found.error.js';
+export * from './redis-unavailable.error.js';
 export * from './result-timeout.error.js';
 export * from './run-cancelled.error.js';
 export * from './run-failed.error.js';

@@ -11,6 +11,7 @@ import type { StepFinished } from '../runtime/engine-events.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { retryDelay } from '../steps/retry-policy.js';
 import type { MaintenanceService } from './maintenance-service.js';
+import { leaseGraceMs, recoveryIntervalMs } from '../dispatch/dispatch-timing.js';
 
 /** At most this many candidates a pass, so one pass stays short however much is stranded. */
 const SWEEP_BATCH = 100;
@@ -40,7 +41,7 @@ export class RecoverySweeper implements MaintenanceService {
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
     private readonly stats: CycloneStats,
   ) {
-    const [min, max] = options.pollIntervalMs;
+    const [min, max] = recoveryIntervalMs(options);
     this.loop = new Loop(
       'cyclone:recovery',
       () => min + Math.random() * (max - min),
@@ -71,7 +72,7 @@ export class RecoverySweeper implements MaintenanceService {
 
   /** One pass; returns the outcome of each step it settled. */
   async sweep(): Promise<RecoveryOutcome[]> {
-    const { rows } = await this.database.query(RECOVERY_CANDIDATES, [SWEEP_BATCH]);
+    const { rows } = await this.database.query(RECOVERY_CANDIDATES, [SWEEP_BATCH, leaseGraceMs(this.options)]);
     const outcomes: RecoveryOutcome[] = [];
     for (const row of rows) {
       // The step's own backoff is stored with it and wins (cyclone_fail_step), also when this
@@ -84,9 +85,15 @@ export class RecoverySweeper implements MaintenanceService {
       if (this.stats.events.observed) await this.tell(row, outcome);
     }
     if (outcomes.length > 0) this.logger.warn(`Recovery: ${summarise(outcomes)}`);
-    // Several poll ticks without a claim: every live worker should have looked by then.
-    const [, maxPollMs] = this.options.pollIntervalMs;
-    await this.database.query(REWAKE_STALE_QUEUES, [Math.max(5 * maxPollMs, 5_000)]);
+    const dispatch = this.stats.dispatch;
+    if (dispatch) {
+      // A reclaimed step is available again: its outbox row was written with it.
+      dispatch.count(dispatch.redispatched, 'lease_expired', outcomes.filter((o) => o === 'reclaimed').length);
+    } else {
+      // Several poll ticks without a claim: every live worker should have looked by then.
+      const [, maxPollMs] = this.options.pollIntervalMs;
+      await this.database.query(REWAKE_STALE_QUEUES, [Math.max(5 * maxPollMs, 5_000)]);
+    }
     await this.database.query(REFRESH_CLAIM_FLOOR, []);
     return outcomes;
   }

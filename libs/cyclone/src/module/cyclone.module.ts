@@ -32,6 +32,7 @@ import { WorkflowRunner } from '../workflow/code/workflow-runner.js';
 import { CYCLONE_MODULE_OPTIONS, CycloneConfigurableModule } from './cyclone.module-definition.js';
 import { resolveOptions, type ResolvedOptions } from '../options/resolved-options.js';
 import { CycloneTracer } from '../tracing/cyclone-tracer.js';
+import { DispatchService } from '../dispatch/dispatch.service.js';
 import { createTracer } from '../tracing/create-tracer.js';
 
 /**
@@ -90,6 +91,7 @@ import { createTracer } from '../tracing/create-tracer.js';
     NotificationListener,
     WakePublisher,
     CycloneClient,
+    DispatchService,
     WorkerHost,
     RecoverySweeper,
     TimerSweeper,

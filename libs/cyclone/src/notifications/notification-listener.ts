@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import pg from 'pg';
-import { RUN_FINISHED_CHANNEL, WAKE_CHANNEL, type Channel } from '../sql/names.js';
+import { OUTBOX_CHANNEL, RUN_FINISHED_CHANNEL, WAKE_CHANNEL, type Channel } from '../sql/names.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { WAKE_QUEUES } from '../sql/enqueue.sql.js';
 import { execute } from '../database/statement.js';
@@ -29,6 +29,7 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
   private readonly subscribers = new Map<Channel, Set<Listener>>([
     [WAKE_CHANNEL, new Set()],
     [RUN_FINISHED_CHANNEL, new Set()],
+    [OUTBOX_CHANNEL, new Set()],
   ]);
   private readonly reconnectSubscribers = new Set<() => void>();
   private client?: pg.Client;
@@ -114,7 +115,10 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
     this.client = client;
     try {
       await client.connect();
-      await client.query(`LISTEN ${WAKE_CHANNEL}; LISTEN ${RUN_FINISHED_CHANNEL}`);
+      // The outbox's wake-ups are only for clients that publish it (broker dispatch).
+      await client.query(
+        `LISTEN ${WAKE_CHANNEL}; LISTEN ${RUN_FINISHED_CHANNEL}${this.options.dispatch ? `; LISTEN ${OUTBOX_CHANNEL}` : ''}`,
+      );
       ownPid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
     } catch (err) {
       this.lost(client, err as Error);

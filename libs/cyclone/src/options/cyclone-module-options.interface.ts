@@ -88,6 +88,33 @@ export interface CycloneModuleOptions {
   tracing?: boolean;
   /** Cron schedules, besides those declared with `@Step(kind, { schedule })`. */
   schedules?: ScheduleOptions[];
+  /**
+   * Broker dispatch (docs/dispatch.md): steps reach the workers through a
+   * transactional outbox and Redis Streams instead of every worker polling
+   * PostgreSQL. Off when left out. Needs the `redis` package (node-redis).
+   */
+  dispatch?: DispatchOptions;
+}
+
+/**
+ * A node-redis client the app made (`createClient` of the `redis` package).
+ * Cyclone uses duplicates of it and leaves the client itself to the app.
+ */
+export interface RedisClientLike {
+  duplicate(...args: never[]): unknown;
+}
+
+export interface DispatchOptions {
+  /** The Redis to dispatch through: `{ url }` (default `CYCLONE_REDIS_URL`), or `{ client }`. Redis 6.2 or later. */
+  redis: { url?: string } | { client: RedisClientLike };
+  /** Streams per queue, to spread one queue over several Redis shards. Default 1. */
+  shards?: number;
+  /** Deliveries of one message after which its step fails with error_kind 'max_deliveries'. Default 10. */
+  maxDeliveries?: number;
+  /** How long a step may stay available with no dispatch pending before it is dispatched again. Default '10m'. */
+  lostDispatchAfter?: Duration;
+  /** While Redis cannot be reached: `'claim'` from PostgreSQL as without dispatch (default), or `'wait'`. */
+  whenRedisDown?: 'claim' | 'wait';
 }
 
 export interface PartitionOptions {

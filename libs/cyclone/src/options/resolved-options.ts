@@ -1,6 +1,8 @@
 import type {
   ConnectRetryOptions,
   CycloneConnectionOptions,
+  DispatchOptions,
+  RedisClientLike,
   CycloneModuleOptions,
   PartitionOptions,
   ScheduleOptions,
@@ -55,6 +57,17 @@ export interface ResolvedOptions {
   statementTimeoutMs: number;
   /** As given; checked and compiled with the `@Step` schedules at startup (ScheduleRegistry). */
   schedules: ScheduleOptions[];
+  /** Broker dispatch, or null when it is off. */
+  dispatch: ResolvedDispatch | null;
+}
+
+export interface ResolvedDispatch {
+  /** A URL (the password never logged), or the app's client to duplicate. */
+  redis: { url: string; source: 'option' | 'CYCLONE_REDIS_URL' } | { client: RedisClientLike };
+  shards: number;
+  maxDeliveries: number;
+  lostDispatchAfterMs: number;
+  whenRedisDown: 'claim' | 'wait';
 }
 
 const KNOWN = [
@@ -74,8 +87,12 @@ const KNOWN = [
   'connectRetry',
   'statementTimeout',
   'schedules',
+  'dispatch',
   'isGlobal',
 ] as const;
+
+const DISPATCH_KEYS = ['redis', 'shards', 'maxDeliveries', 'lostDispatchAfter', 'whenRedisDown'] as const;
+const DEFAULT_LOST_DISPATCH_AFTER_MS = 10 * 60_000;
 
 const PARTITION_KEYS = ['monthsAhead', 'dropAfter'] as const;
 const QUEUE_KEYS = ['workers', 'concurrency'] as const;
@@ -182,6 +199,58 @@ function resolve(given: CycloneModuleOptions): ResolvedOptions {
     },
     statementTimeoutMs: toMs(options.statementTimeout ?? DEFAULT_STATEMENT_TIMEOUT_MS, 'statementTimeout'),
     schedules,
+    dispatch: resolveDispatch(options.dispatch),
+  };
+}
+
+/**
+ * The `dispatch` option: its Redis (a URL, from the option or
+ * CYCLONE_REDIS_URL, or the app's client) and limits. Dispatch needs the
+ * `redis` package: a MissingDependencyError without it, before any
+ * connection opens.
+ */
+function resolveDispatch(given: DispatchOptions | undefined): ResolvedDispatch | null {
+  if (given === undefined) return null;
+  const options = checkOptions<DispatchOptions>(given, 'dispatch option', DISPATCH_KEYS);
+  const redisOption = checkOptions<{ url?: unknown; client?: unknown }>(options.redis, 'dispatch.redis option', ['url', 'client']);
+  let redis: ResolvedDispatch['redis'];
+  if (redisOption.client !== undefined) {
+    const client = redisOption.client as { duplicate?: unknown } | null;
+    if (redisOption.url !== undefined || typeof client?.duplicate !== 'function') {
+      throw new InvalidOptionError(
+        'Option "dispatch.redis" must be { url } or { client } with a node-redis client (createClient from "redis"), not both.',
+      );
+    }
+    redis = { client: redisOption.client as RedisClientLike };
+  } else {
+    const fromOption = redisOption.url !== undefined;
+    const url = fromOption ? redisOption.url : process.env.CYCLONE_REDIS_URL;
+    const name = fromOption ? 'dispatch.redis.url' : 'CYCLONE_REDIS_URL';
+    if (typeof url !== 'string' || !/^rediss?:\/\/./.test(url.trim())) {
+      throw new InvalidOptionError(
+        url === undefined
+          ? 'Option "dispatch" needs a Redis: set dispatch.redis.url (or CYCLONE_REDIS_URL), such as redis://localhost:6379.'
+          : `${fromOption ? 'Option "dispatch.redis.url"' : 'CYCLONE_REDIS_URL'} must be a Redis URL such as redis://localhost:6379; ` +
+              `got ${typeof url === 'string' ? 'a string that is not one' : describeValue(url)} (${name}).`,
+      );
+    }
+    redis = { url: url.trim(), source: fromOption ? 'option' : 'CYCLONE_REDIS_URL' };
+  }
+  const whenRedisDown = options.whenRedisDown ?? 'claim';
+  if (whenRedisDown !== 'claim' && whenRedisDown !== 'wait') {
+    throw new InvalidOptionError(`Option "dispatch.whenRedisDown" must be 'claim' or 'wait'; got ${describeValue(whenRedisDown)}.`);
+  }
+  const lostDispatchAfterMs = toMs(options.lostDispatchAfter ?? DEFAULT_LOST_DISPATCH_AFTER_MS, 'dispatch.lostDispatchAfter');
+  if (lostDispatchAfterMs < 1_000) {
+    throw new InvalidOptionError(`Option "dispatch.lostDispatchAfter" must be at least 1 s; got ${lostDispatchAfterMs} ms.`);
+  }
+  requireOptional('redis', 'The dispatch option');
+  return {
+    redis,
+    shards: checkInteger(options.shards ?? 1, 'dispatch.shards', 1, 1_024),
+    maxDeliveries: checkInteger(options.maxDeliveries ?? 10, 'dispatch.maxDeliveries', 1, 1_000_000),
+    lostDispatchAfterMs,
+    whenRedisDown,
   };
 }
 

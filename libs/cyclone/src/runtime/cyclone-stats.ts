@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Loop } from '../common/loop.js';
 import { EngineEvents } from './engine-events.js';
+import type { DispatchStats } from '../dispatch/dispatch-stats.js';
 
 /** How long ago a loop last finished a tick, and how that tick ended. */
 export interface LoopState {
@@ -66,6 +67,8 @@ export class CycloneStats {
   sampleIntervalMs: number | null = null;
   /** The last sample; null before the first. */
   clusterSample: ClusterSample | null = null;
+  /** Broker dispatch's counters; null when dispatch is off. */
+  dispatch: DispatchStats | null = null;
   private readonly loops = new Map<string, Loop>();
 
   constructor(

@@ -78,6 +78,11 @@ export class CycloneCodeWorkflows1766044800000 extends sqlMigration(
   'CycloneCodeWorkflows1766044800000',
   '0013-code-workflows',
 ) {}
+export class CycloneBrokerDispatch1766131200000 extends sqlMigration(
+  14,
+  'CycloneBrokerDispatch1766131200000',
+  '0014-broker-dispatch',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -98,6 +103,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneQueues1765699200000,
   CycloneOperators1765785600000,
   CycloneCodeWorkflows1766044800000,
+  CycloneBrokerDispatch1766131200000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

@@ -32,7 +32,7 @@ export type StepState = (typeof STEP_STATES)[number];
 export const NODE_TYPES = ['step', 'signal', 'sleep', 'workflow', 'run', 'child', 'result', 'patch'] as const;
 export type NodeType = (typeof NODE_TYPES)[number];
 
-export const ERROR_KINDS = ['error', 'timeout', 'permanent', 'reclaim_limit', 'signal_timeout'] as const;
+export const ERROR_KINDS = ['error', 'timeout', 'permanent', 'reclaim_limit', 'signal_timeout', 'max_deliveries'] as const;
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 
 /**
@@ -53,5 +53,7 @@ export type StepAttemptOutcome = (typeof STEP_ATTEMPT_OUTCOMES)[number];
 export const WAKE_CHANNEL = 'cyclone_wake';
 /** NOTIFY channel that tells `result()` waiters a run has finished; the payload is the run id. */
 export const RUN_FINISHED_CHANNEL = 'cyclone_run_finished';
-export const CHANNELS = [WAKE_CHANNEL, RUN_FINISHED_CHANNEL] as const;
+/** NOTIFY channel that wakes the outbox publishers (broker dispatch); no payload. */
+export const OUTBOX_CHANNEL = 'cyclone_outbox';
+export const CHANNELS = [WAKE_CHANNEL, RUN_FINISHED_CHANNEL, OUTBOX_CHANNEL] as const;
 export type Channel = (typeof CHANNELS)[number];

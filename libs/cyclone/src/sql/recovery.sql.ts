@@ -8,14 +8,14 @@ import { statement } from '../database/statement.js';
  * a lease (lease_expiry set), which is what the sweep's index is keyed on.
  */
 export const RECOVERY_CANDIDATES = statement<
-  [limit: number],
+  [limit: number, leaseGraceMs: number],
   { id: string; run_id: string; node_id: string; kind: string; queue: string; attempt: number }
 >(
   'cyclone_recovery_candidates',
   /* sql */ `
 SELECT id, run_id, node_id, kind, queue, attempt FROM cyclone_steps
  WHERE lease_expiry IS NOT NULL AND state = 'running'
-   AND (lease_expiry < now() OR (timeout IS NOT NULL AND started_at + timeout <= now()))
+   AND (lease_expiry < now() - $2 * interval '1 millisecond' OR (timeout IS NOT NULL AND started_at + timeout <= now()))
  ORDER BY lease_expiry
  LIMIT $1`,
 );

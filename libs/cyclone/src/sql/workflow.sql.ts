@@ -74,8 +74,12 @@ export const RESUME_QUEUE = statement<[queue: string], QueueChangeRow>(
 WITH known AS (${QUEUE_KNOWN}),
 resumed AS (
   DELETE FROM cyclone_paused_queues WHERE queue = $1 RETURNING pg_notify('cyclone_wake', queue)
+),
+-- With broker dispatch on, messages of the queue's steps were dropped while it was paused: dispatched again.
+redispatched AS (
+  SELECT cyclone_redispatch(NULL, $1) FROM resumed, cyclone_dispatch d WHERE d.active_until > now()
 )
-SELECT known, EXISTS (SELECT 1 FROM resumed) AS changed FROM known`,
+SELECT known, EXISTS (SELECT 1 FROM resumed) AS changed, (SELECT count(*) FROM redispatched) AS redispatched FROM known`,
 );
 
 /** The paused queues. */

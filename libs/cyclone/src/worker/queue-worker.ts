@@ -44,6 +44,13 @@ interface ReadyStep {
  * The code workflows on the queue are claimed from a source of their own
  * (WorkflowSource), and each of their passes runs as a step would: a
  * workflow's node is a step whose handler runs its method.
+ *
+ * With broker dispatch on, the plain source is not claimed from: its steps
+ * come from the queue's streams (StreamConsumer), started by id in the free
+ * slots, and the worker claims only from the sources that need the
+ * database's view (limits, caps, workflow versions), woken by their messages
+ * and the poll tick; while Redis is away (whenRedisDown 'claim') the plain
+ * source is claimed from again.
  */
 export class QueueWorker {
   private readonly logger = new Logger('Cyclone');
@@ -66,6 +73,13 @@ export class QueueWorker {
   private readyTimer?: NodeJS.Timeout;
   /** The workflows' nodes, as steps, by name. */
   private readonly workflowSteps = new Map<string, RegisteredStep>();
+  /** With broker dispatch: the plain source, claimed from only while Redis is away. */
+  private readonly plainSource?: ClaimSource;
+  /** The kinds whose steps dispatch messages start by id: the plain source's, with broker dispatch on. */
+  readonly dispatchedKinds: string[] = [];
+  /** Told when a step's attempt is over (its outcome written, or not: 'unrecorded') or when it was handed back. */
+  onSettled?: (stepId: string, outcome: string) => void;
+  private slotWaiters: (() => void)[] = [];
 
   constructor(
     readonly queue: string,
@@ -74,12 +88,20 @@ export class QueueWorker {
     private readonly deps: ExecutionDeps,
     queueCap: number | null = null,
     workflows: RegisteredWorkflow[] = [],
+    dispatched = false,
   ) {
     const ctx = { database: deps.database, queue, owner: deps.owner, leaseTtlMs: deps.leaseTtlMs, queueCap };
     const steps = registry.all();
     const unlimited = steps.filter((s) => !s.flow).map((s) => s.kind);
     if (unlimited.length > 0 || (steps.length === 0 && workflows.length === 0)) {
-      this.sources.push(queueCap === null ? new PlainSource(ctx, unlimited) : new FlowSource(ctx, unlimited, undefined));
+      if (queueCap !== null) {
+        this.sources.push(new FlowSource(ctx, unlimited, undefined));
+      } else if (dispatched) {
+        this.plainSource = new PlainSource(ctx, unlimited);
+        this.dispatchedKinds = unlimited;
+      } else {
+        this.sources.push(new PlainSource(ctx, unlimited));
+      }
     }
     for (const step of steps) if (step.flow) this.sources.push(new FlowSource(ctx, [step.kind], step.flow));
     if (workflows.length > 0) this.sources.push(new WorkflowSource(ctx, workflows));
@@ -118,9 +140,46 @@ export class QueueWorker {
    */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.freeSlot();
     await this.claiming;
     clearTimeout(this.readyTimer);
     await this.handBackReady(this.ready.splice(0), 'at shutdown');
+  }
+
+  /** Whether this worker runs steps of `kind`, or the code workflow of that name. */
+  runsKind(kind: string): boolean {
+    return this.workflowSteps.has(kind) || this.registry.find(kind) !== undefined;
+  }
+
+  /** Slots with neither a handler running nor a step at hand to start. */
+  freeSlots(): number {
+    return this.stopped ? 0 : this.slots - this.busy - this.ready.length;
+  }
+
+  /** Settles when a slot may have freed (a handler returned), or at stop. */
+  slotFreed(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  /** Starts steps that dispatch messages named (already leased to this client). */
+  startDispatched(rows: ClaimedStep[]): void {
+    this.start(rows);
+  }
+
+  /** While Redis is away (whenRedisDown 'claim'): claim the plain source's steps from the database again. */
+  setClaimFallback(on: boolean): void {
+    if (!this.plainSource) return;
+    const index = this.sources.indexOf(this.plainSource);
+    if (on && index < 0) this.sources.unshift(this.plainSource);
+    if (!on && index >= 0) this.sources.splice(index, 1);
+    if (on) this.wake();
+  }
+
+  private freeSlot(): void {
+    const waiters = this.slotWaiters;
+    this.slotWaiters = [];
+    for (const resolve of waiters) resolve();
   }
 
   /** How many steps to claim now from a source: 0 while the slots and the steps at hand suffice. */
@@ -141,7 +200,7 @@ export class QueueWorker {
     try {
       do {
         this.wakeAgain = false;
-        if (this.sources.every((s) => this.wanted(s) <= 0)) break;
+        if (this.sources.length === 0 || this.sources.every((s) => this.wanted(s) <= 0)) break;
         let filled = false;
         let heldBack = false;
         const first = this.nextSource;
@@ -197,9 +256,11 @@ export class QueueWorker {
       this.ahead.handled(performance.now() - began);
       if (this.ready.length > 0 && !this.stopped) this.startReady();
       if (this.backlog) this.wakeSoon();
+      this.freeSlot();
     });
     void execution.start().finally(() => {
       this.running.delete(row.id);
+      this.onSettled?.(row.id, execution.outcome ?? 'unrecorded');
       // Its outcome is recorded: the room it held under a limit is free.
       if (this.heldBack) this.wakeSoon();
     });
@@ -225,6 +286,7 @@ export class QueueWorker {
     if (steps.length === 0) return;
     try {
       await handBack(this.deps.database, this.deps.owner, steps.map((s) => s.row));
+      for (const { row } of steps) this.onSettled?.(row.id, 'handed_back');
       this.logger.debug(`Queue "${this.queue}": handed back ${steps.length} step(s) claimed ahead ${when}`);
     } catch (err) {
       // Still leased to this client: the recovery sweep makes them available

@@ -116,6 +116,8 @@ export class StepExecution {
 
   /** Settles once the attempt's outcome is recorded (or given up on); never rejects. */
   finished: Promise<void> = Promise.resolve();
+  /** How the attempt ended, once `finished` has settled: 'unrecorded' when no outcome could be written. */
+  outcome?: string;
 
   /** Settles once the handler has returned, thrown or been given up on; never rejects. */
   readonly handlerDone: Promise<void>;
@@ -158,6 +160,7 @@ export class StepExecution {
       );
     } finally {
       this.settleHandler();
+      this.outcome = end.outcome;
       span.end(end);
       this.heartbeat.stop();
       clearTimeout(this.deadlineTimer);

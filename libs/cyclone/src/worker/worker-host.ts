@@ -19,6 +19,8 @@ import { CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { CompletionBatcher } from './completion-batcher.js';
 import { QueueWorker } from './queue-worker.js';
 import { CodeWorkflowRegistry } from '../workflow/code/code-workflow-registry.js';
+import { DispatchService } from '../dispatch/dispatch.service.js';
+import type { StreamConsumer } from '../dispatch/stream-consumer.js';
 
 /** SQLSTATE of a table that does not exist. */
 const UNDEFINED_TABLE = '42P01';
@@ -28,7 +30,8 @@ const SHUTDOWN_HOOK_CHECK_MS = 2_000;
 
 /**
  * Runs this client's workers: one QueueWorker per served queue, woken by
- * NOTIFY and by the poll loop (the fallback for lost wake-ups). Starts after
+ * NOTIFY and by the poll loop (the fallback for lost wake-ups); with broker
+ * dispatch on, each also fed by a StreamConsumer of its queue's streams. Starts after
  * every module has initialised (so discovery is done) and drains in
  * `onModuleDestroy`, while the database is still open.
  */
@@ -36,6 +39,7 @@ const SHUTDOWN_HOOK_CHECK_MS = 2_000;
 export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger('Cyclone');
   private readonly workers = new Map<string, QueueWorker>();
+  private readonly consumers: StreamConsumer[] = [];
   private readonly pollLoop: Loop;
   private readonly completions: CompletionBatcher;
   private unsubscribe: (() => void)[] = [];
@@ -52,6 +56,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly tracer: CycloneTracer,
     private readonly workflows: WorkflowRegistry,
     private readonly codeWorkflows: CodeWorkflowRegistry,
+    private readonly dispatch: DispatchService,
   ) {
     this.completions = new CompletionBatcher(database, stats.clientId);
     const [min, max] = options.pollIntervalMs;
@@ -64,10 +69,13 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     const served = this.options.runWorkers ? this.servedQueues() : new Map<string, number>();
     await this.registerQueues(served);
     if (!this.options.runWorkers) return;
+    await this.dispatch.started();
     for (const [queue, slots] of served) {
-      this.workers.set(
+      const worker = new QueueWorker(
         queue,
-        new QueueWorker(queue, slots, this.registry, {
+        slots,
+        this.registry,
+        {
           database: this.database,
           queue,
           owner: this.stats.clientId,
@@ -76,8 +84,13 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
           stats: this.stats,
           completions: this.completions,
           tracer: this.tracer,
-        }, this.options.queueCaps.get(queue) ?? null, this.codeWorkflows.onQueue(queue)),
+        },
+        this.options.queueCaps.get(queue) ?? null,
+        this.codeWorkflows.onQueue(queue),
+        this.dispatch.enabled,
       );
+      this.workers.set(queue, worker);
+      if (this.dispatch.enabled) this.consumers.push(this.dispatch.consumerFor(worker));
     }
     this.unsubscribe.push(
       this.listener.on(WAKE_CHANNEL, (queue) => this.workers.get(queue)?.wake()),
@@ -92,6 +105,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     );
     this.stats.track(this.pollLoop);
     this.pollLoop.start(0);
+    for (const consumer of this.consumers) consumer.start();
     this.logger.log(
       `Workers started as ${this.stats.clientId}: ` +
         [...this.workers.values()].map((w) => `${w.queue}×${w.slots}`).join(', '),
@@ -108,6 +122,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     clearTimeout(this.hookCheck);
     for (const fn of this.unsubscribe) fn();
     this.unsubscribe = [];
+    await Promise.all(this.consumers.map((c) => c.stop()));
     await this.pollLoop.stop();
     await Promise.all([...this.workers.values()].map((w) => w.stop()));
     await this.drain();
