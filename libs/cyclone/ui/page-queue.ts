@@ -38,6 +38,12 @@ export function queuePage(root: HTMLElement, _ctx: PageContext, name: string): P
             fact('Failed', count(queue.failed)),
             fact('Oldest wait', queue.oldestAvailableMs === null ? '—' : duration(queue.oldestAvailableMs)),
             fact('Status', queue.isPaused ? 'paused' : 'active'),
+            queue.outbox
+              ? fact(
+                  'Outbox',
+                  `${count(queue.outbox.rows)} to publish` + (queue.outbox.oldestMs === null ? '' : `, oldest ${duration(queue.outbox.oldestMs)}`),
+                )
+              : null,
           )
         : h('p', { class: 'muted' }, 'Nothing waits, runs or has failed in this queue.'),
       h('p', null, link('/runs', 'Its runs →', new URLSearchParams({ queue: name }), { class: 'queue-runs' })),

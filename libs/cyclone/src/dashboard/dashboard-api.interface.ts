@@ -33,6 +33,8 @@ export interface DashboardQueue {
   isPaused: boolean;
   /** Whether this process runs workers for the queue. */
   servedHere: boolean;
+  /** With broker dispatch on: outbox rows of the queue due and not yet published, and the oldest one's age in ms. */
+  outbox: { rows: number; oldestMs: number | null } | null;
   throughput: {
     /** Steps completed and discarded per minute, over the last `windowSeconds` (or the latest of them). */
     completedPerMinute: number;

@@ -58,6 +58,9 @@ export class DashboardReader {
         oldestAvailableMs: row.oldest_available_ms === null ? null : Number(row.oldest_available_ms),
         isPaused: row.queue_paused,
         servedHere: served.has(row.queue),
+        outbox: this.stats.dispatch
+          ? { rows: row.outbox_rows, oldestMs: row.outbox_oldest_ms === null ? null : Number(row.outbox_oldest_ms) }
+          : null,
         throughput: {
           completedPerMinute: perMinute(row.completed_recently, row.sample_seconds),
           failedPerMinute: perMinute(row.discarded_recently, row.sample_seconds),

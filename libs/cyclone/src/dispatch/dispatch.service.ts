@@ -5,6 +5,7 @@ import {
   type OnApplicationBootstrap,
   type OnApplicationShutdown,
   type OnModuleDestroy,
+  type OnModuleInit,
 } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
@@ -47,7 +48,7 @@ const LOST_SWEEP_MAX_MS = 60_000;
  * pass, then the publisher. The workers wait for `started()`.
  */
 @Injectable()
-export class DispatchService implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
+export class DispatchService implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
   private readonly logger = new Logger('Cyclone');
   private readonly config: ResolvedDispatch | null;
   private readonly link?: RedisLink;
@@ -94,6 +95,27 @@ export class DispatchService implements OnApplicationBootstrap, OnModuleDestroy,
     return this.ready;
   }
 
+  /**
+   * Connects to Redis before any loop or connection of the app starts, so
+   * that with whenRedisDown 'wait' an unreachable Redis fails the start
+   * with nothing left running.
+   */
+  async onModuleInit(): Promise<void> {
+    if (!this.config || !this.instance.isPrimary) return;
+    try {
+      await this.link!.connect();
+    } catch (err) {
+      if (this.config.whenRedisDown === 'wait') {
+        this.link!.close();
+        throw err;
+      }
+      this.logger.warn(
+        `${errorMessage(err)} Broker dispatch starts degraded: workers claim from PostgreSQL until Redis answers ` +
+          "(whenRedisDown: 'claim'); the outbox keeps every dispatch meanwhile.",
+      );
+    }
+  }
+
   onApplicationBootstrap(): Promise<void> {
     if (!this.config || !this.instance.isPrimary) return Promise.resolve();
     this.ready = this.start(this.config);
@@ -133,18 +155,6 @@ export class DispatchService implements OnApplicationBootstrap, OnModuleDestroy,
 
   private async start(config: ResolvedDispatch): Promise<void> {
     const link = this.link!;
-    try {
-      await link.connect();
-    } catch (err) {
-      if (config.whenRedisDown === 'wait') {
-        link.close();
-        throw err;
-      }
-      this.logger.warn(
-        `${errorMessage(err)} Broker dispatch starts degraded: workers claim from PostgreSQL until Redis answers ` +
-          "(whenRedisDown: 'claim'); the outbox keeps every dispatch meanwhile.",
-      );
-    }
     const { rows } = await this.database.query(ACTIVATE_DISPATCH, [config.shards, ACTIVE_FOR_MS]);
     this.lastActivatedAt = Date.now();
     if (link.up) {

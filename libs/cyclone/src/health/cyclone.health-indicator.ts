@@ -6,6 +6,7 @@ import { CycloneDatabase } from '../database/cyclone-database.js';
 import { DatabaseUnavailableError } from '../errors/database-unavailable.error.js';
 import { QUEUE_STATE, STRANDED_LEASES } from '../sql/health.sql.js';
 import { NEWER_VERSION_RUNS } from '../sql/code-workflow.sql.js';
+import { OUTBOX_BACKLOG } from '../sql/dispatch.sql.js';
 import { CycloneStats, type LoopState } from '../runtime/cyclone-stats.js';
 
 export interface CycloneHealthOptions {
@@ -32,7 +33,11 @@ interface QueueState {
  * which runs of this client's code workflows wait for a newer version than
  * this client's (`workflows.waitingForNewerVersion`): this client leaves
  * them to one that has it, which is expected while a new version rolls out
- * and is not a fault of this client's.
+ * and is not a fault of this client's. With broker dispatch on, `dispatch`
+ * says whether Redis answers, the outbox's backlog and its oldest row's age,
+ * and the pending messages of this client's queues with the oldest one's
+ * idle time; Redis down is degraded (the outbox keeps every dispatch, and
+ * with whenRedisDown 'claim' the workers claim from PostgreSQL meanwhile).
  */
 @Injectable()
 export class CycloneHealthIndicator {
@@ -48,15 +53,17 @@ export class CycloneHealthIndicator {
     const maxQueueAgeMs = toMs(opts.maxQueueAge ?? 300_000, 'maxQueueAge');
     const [, maxPollMs] = this.stats.pollIntervalMs;
     const versions = this.stats.workflowVersions;
-    let leases, queueRows, newerRows;
+    const dispatch = this.stats.dispatch;
+    let leases, queueRows, newerRows, outbox;
     try {
-      [leases, queueRows, newerRows] = await withTimeout(
+      [leases, queueRows, newerRows, outbox] = await withTimeout(
         Promise.all([
-          this.database.query(STRANDED_LEASES, [2 * maxPollMs]).then((r) => r.rows[0]),
+          this.database.query(STRANDED_LEASES, [this.stats.strandedAfterMs]).then((r) => r.rows[0]),
           this.database.query(QUEUE_STATE, []).then((r) => r.rows),
           versions.size === 0
             ? Promise.resolve([])
             : this.database.query(NEWER_VERSION_RUNS, [[...versions.keys()], [...versions.values()]]).then((r) => r.rows),
+          dispatch ? this.database.query(OUTBOX_BACKLOG, []).then((r) => r.rows[0]) : Promise.resolve(undefined),
         ]),
         timeoutMs,
       );
@@ -77,6 +84,8 @@ export class CycloneHealthIndicator {
     const backlogged = Object.entries(queues)
       .filter(([, q]) => !q.paused && q.oldestAvailableMs > maxQueueAgeMs)
       .map(([name]) => name);
+    const redisUp = dispatch?.redisUp() ?? true;
+    const pending = dispatch && redisUp ? await withTimeout(dispatch.pending(), timeoutMs).catch(() => null) : null;
     const loops = this.stats.loopStates();
     // These loops tick every maxPoll at the latest; several missed ticks mean one is stuck.
     const stalled = loops
@@ -105,6 +114,15 @@ export class CycloneHealthIndicator {
               })),
             },
           }),
+      ...(dispatch && outbox
+        ? {
+            dispatch: {
+              redis: redisUp ? 'up' : 'down',
+              outbox: { rows: Number(outbox.rows), oldestSeconds: outbox.oldest_seconds },
+              pending: pending === null ? null : { messages: pending.count, oldestIdleMs: pending.oldestIdleMs },
+            },
+          }
+        : {}),
       partitions: { kept: this.stats.keptPartitions },
       loops: Object.fromEntries(
         loops.map((loop) => [loop.name.replace(/^cyclone:/, ''), { lastTickAgeMs: loop.lastTickAgeMs, lastError: loop.lastError }]),
@@ -116,7 +134,7 @@ export class CycloneHealthIndicator {
       },
     };
     if (leases.stranded > 0 || stalled.length > 0) return session.down({ ...data, stalled });
-    if (backlogged.length > 0 || !this.stats.listenerConnected()) return session.degraded({ ...data, backlogged });
+    if (backlogged.length > 0 || !this.stats.listenerConnected() || !redisUp) return session.degraded({ ...data, backlogged });
     return session.up(data);
   }
 }

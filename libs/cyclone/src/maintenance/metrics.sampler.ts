@@ -5,6 +5,7 @@ import { Loop } from '../common/loop.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { CycloneStats, type ClusterSample } from '../runtime/cyclone-stats.js';
 import { STRANDED_LEASES } from '../sql/health.sql.js';
+import { OUTBOX_BACKLOG } from '../sql/dispatch.sql.js';
 import { QUEUE_SAMPLE } from '../sql/metrics.sql.js';
 import type { MaintenanceService } from './maintenance-service.js';
 
@@ -40,11 +41,11 @@ export class MetricsSampler implements MaintenanceService {
 
   /** One sample, kept in CycloneStats for the gauges. */
   async sample(): Promise<ClusterSample> {
-    const [, maxPollMs] = this.stats.pollIntervalMs;
-    const [queues, stranded] = await Promise.all([
+    const [queues, stranded, outbox] = await Promise.all([
       this.database.query(QUEUE_SAMPLE, []),
       // The health indicator's measure: a live client's sweep reclaims within two ticks.
-      this.database.query(STRANDED_LEASES, [2 * maxPollMs]),
+      this.database.query(STRANDED_LEASES, [this.stats.strandedAfterMs]),
+      this.stats.dispatch ? this.database.query(OUTBOX_BACKLOG, []) : undefined,
     ]);
     const sample: ClusterSample = {
       queues: queues.rows.map((r) => ({
@@ -56,6 +57,7 @@ export class MetricsSampler implements MaintenanceService {
         paused: r.paused,
       })),
       strandedLeases: stranded.rows[0].stranded,
+      ...(outbox ? { outbox: { rows: Number(outbox.rows[0].rows), oldestSeconds: outbox.rows[0].oldest_seconds ?? 0 } } : {}),
       sampledAt: new Date(),
     };
     this.stats.clusterSample = sample;

@@ -42,6 +42,7 @@ export class RecoverySweeper implements MaintenanceService {
     private readonly stats: CycloneStats,
   ) {
     const [min, max] = recoveryIntervalMs(options);
+    stats.strandedAfterMs = leaseGraceMs(options) + 2 * max;
     this.loop = new Loop(
       'cyclone:recovery',
       () => min + Math.random() * (max - min),

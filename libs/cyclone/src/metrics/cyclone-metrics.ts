@@ -6,6 +6,7 @@ import { optionalMs } from '../common/duration.js';
 import { requireOptional } from '../common/optional-peer.js';
 import { checkKnownKeys } from '../common/validate.js';
 import { InvalidOptionError } from '../errors/invalid-option.error.js';
+import type { DispatchStats } from '../dispatch/dispatch-stats.js';
 import type { CycloneStats } from '../runtime/cyclone-stats.js';
 import type { StepFinished } from '../runtime/engine-events.js';
 import type { CycloneMetricsOptions, PrometheusRegistry } from './cyclone-metrics-options.interface.js';
@@ -23,6 +24,16 @@ export const METRIC_NAMES = [
   'queue_paused',
   'leases_stranded',
   'loop_last_tick_age_seconds',
+] as const;
+/** The metrics of broker dispatch (SPEC §17), registered beside the others when the `dispatch` option is on. */
+export const DISPATCH_METRIC_NAMES = [
+  'outbox_rows',
+  'outbox_oldest_seconds',
+  'dispatch_published_total',
+  'dispatch_redispatched_total',
+  'dispatch_reclaimed_total',
+  'dispatch_max_deliveries_total',
+  'redis_up',
 ] as const;
 /** Samples closer than this would make the loop a load on the database. */
 const MIN_SAMPLE_INTERVAL_MS = 10;
@@ -117,11 +128,12 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
   onModuleInit(): void {
     const { prom, registry, prefix } = this.options;
     const stats = this.stats;
-    const taken = METRIC_NAMES.map((n) => `${prefix}${n}`).find((n) => registry.getSingleMetric(n));
+    const names = stats.dispatch ? [...METRIC_NAMES, ...DISPATCH_METRIC_NAMES] : METRIC_NAMES;
+    const taken = names.map((n) => `${prefix}${n}`).find((n) => registry.getSingleMetric(n));
     if (taken) throw new InvalidOptionError(messages.metricRegisteredTwice(taken));
     const metrics = this;
     const registers = [registry];
-    const name = (suffix: (typeof METRIC_NAMES)[number]) => {
+    const name = (suffix: (typeof METRIC_NAMES)[number] | (typeof DISPATCH_METRIC_NAMES)[number]) => {
       this.names.push(`${prefix}${suffix}`);
       return `${prefix}${suffix}`;
     };
@@ -210,6 +222,7 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
         }
       },
     });
+    if (stats.dispatch) this.registerDispatch(prom, registers, name, stats.dispatch);
     this.unobserve = stats.events.observe({
       jobsEnqueued: (e) => this.series(e.queue, e.kind).enqueued.inc(e.count),
       workflowStarted: (e) => this.workflowsStarted.inc({ queue: e.queue, workflow: e.workflow }),
@@ -218,6 +231,65 @@ export class CycloneMetrics implements OnModuleInit, OnModuleDestroy {
       stepFinished: (e) => this.finished(e),
     });
     stats.requestSamples(this.options.sampleIntervalMs);
+  }
+
+  /** Broker dispatch's gauges (the cluster's outbox, as sampled) and this process's counters. */
+  private registerDispatch(
+    prom: Prom,
+    registers: Registry[],
+    name: (suffix: (typeof DISPATCH_METRIC_NAMES)[number]) => string,
+    dispatch: DispatchStats,
+  ): void {
+    const stats = this.stats;
+    new prom.Gauge({
+      name: name('outbox_rows'),
+      help: 'Outbox rows due and not yet published, in the whole cluster; sampled by the cyclone:metrics loop.',
+      registers,
+      collect() {
+        this.set(stats.clusterSample?.outbox?.rows ?? 0);
+      },
+    });
+    new prom.Gauge({
+      name: name('outbox_oldest_seconds'),
+      help: 'How long the oldest due outbox row has waited for publication; 0 when none waits.',
+      registers,
+      collect() {
+        this.set(stats.clusterSample?.outbox?.oldestSeconds ?? 0);
+      },
+    });
+    const counter = (suffix: Parameters<typeof name>[0], help: string, label: string, values: Map<string, number>) =>
+      new prom.Counter({
+        name: name(suffix),
+        help,
+        labelNames: [label],
+        registers,
+        collect() {
+          this.reset();
+          for (const [key, n] of values) this.inc({ [label]: key }, n);
+        },
+      });
+    counter('dispatch_published_total', 'Steps this process published to their queue\'s stream.', 'queue', dispatch.published);
+    counter(
+      'dispatch_redispatched_total',
+      'Steps dispatched again by this process: lease_expired (its sweep reclaimed them), lost (no dispatch pending past lostDispatchAfter), epoch (Redis lost its data, or dispatch was off).',
+      'reason',
+      dispatch.redispatched,
+    );
+    counter('dispatch_reclaimed_total', 'Messages this process took over from a stopped consumer.', 'queue', dispatch.reclaimed);
+    counter(
+      'dispatch_max_deliveries_total',
+      "Steps this process failed because their message was delivered more than maxDeliveries times.",
+      'queue',
+      dispatch.maxDeliveries,
+    );
+    new prom.Gauge({
+      name: name('redis_up'),
+      help: "1 while this process's Redis connection for dispatch is ready, else 0.",
+      registers,
+      collect() {
+        this.set(dispatch.redisUp() ? 1 : 0);
+      },
+    });
   }
 
   /** The registry's exposition text, for a `/metrics` route. */

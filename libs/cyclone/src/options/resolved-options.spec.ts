@@ -128,4 +128,58 @@ describe('resolveOptions', () => {
     expect((err as InvalidOptionError).code).toBe('invalid_option');
     expect(err.message).toContain(name);
   });
+
+  describe('dispatch', () => {
+    const saved = process.env.CYCLONE_REDIS_URL;
+    const withEnv = <T>(value: string | undefined, fn: () => T): T => {
+      if (value === undefined) delete process.env.CYCLONE_REDIS_URL;
+      else process.env.CYCLONE_REDIS_URL = value;
+      try {
+        return fn();
+      } finally {
+        if (saved === undefined) delete process.env.CYCLONE_REDIS_URL;
+        else process.env.CYCLONE_REDIS_URL = saved;
+      }
+    };
+
+    it('is off unless given, and applies the documented defaults when it is', () => {
+      expect(resolveOptions({}).dispatch).toBeNull();
+      expect(resolveOptions({ dispatch: { redis: { url: 'redis://cache:6379' } } }).dispatch).toEqual({
+        redis: { url: 'redis://cache:6379', source: 'option' },
+        shards: 1,
+        maxDeliveries: 10,
+        lostDispatchAfterMs: 600_000,
+        whenRedisDown: 'claim',
+      });
+    });
+
+    it('takes the URL from CYCLONE_REDIS_URL when the option leaves it out', () => {
+      const resolved = withEnv('redis://from-env:6380/2', () => resolveOptions({ dispatch: { redis: {} } }));
+      expect(resolved.dispatch?.redis).toEqual({ url: 'redis://from-env:6380/2', source: 'CYCLONE_REDIS_URL' });
+    });
+
+    it('refuses a missing or malformed URL, naming where it came from and never echoing it', () => {
+      const missing = withEnv(undefined, () => rejection({ dispatch: { redis: {} } }));
+      expect(missing).toBeInstanceOf(InvalidOptionError);
+      expect(missing.message).toMatch(/dispatch\.redis\.url \(or CYCLONE_REDIS_URL\)/);
+      const malformed = withEnv('postgres://user:s3cret@db:5432/app', () => rejection({ dispatch: { redis: {} } }));
+      expect(malformed).toBeInstanceOf(InvalidOptionError);
+      expect(malformed.message).toMatch(/CYCLONE_REDIS_URL must be a Redis URL/);
+      expect(malformed.message).not.toMatch(/s3cret/);
+    });
+
+    it('refuses unknown keys, a client that is not a node-redis client, and values out of range', () => {
+      expect(rejection({ dispatch: { redis: { url: 'redis://x' }, shard: 2 } })).toBeInstanceOf(InvalidOptionError);
+      expect(rejection({ dispatch: { redis: { client: {} } } }).message).toMatch(/node-redis client/);
+      expect(rejection({ dispatch: { redis: { url: 'redis://x', client: { duplicate() {} } } } }).message).toMatch(/not both/);
+      expect(rejection({ dispatch: { redis: { url: 'redis://x' }, shards: 0 } }).message).toMatch(/dispatch\.shards/);
+      expect(rejection({ dispatch: { redis: { url: 'redis://x' }, maxDeliveries: 0 } }).message).toMatch(/dispatch\.maxDeliveries/);
+      expect(rejection({ dispatch: { redis: { url: 'redis://x' }, whenRedisDown: 'panic' } }).message).toMatch(
+        /'claim' or 'wait'/,
+      );
+      expect(rejection({ dispatch: { redis: { url: 'redis://x' }, lostDispatchAfter: '10ms' } }).message).toMatch(
+        /at least 1 s/,
+      );
+    });
+  });
 });

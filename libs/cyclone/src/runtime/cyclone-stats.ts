@@ -33,6 +33,8 @@ export interface ClusterSample {
   queues: QueueSample[];
   /** Running steps whose lease expired past two poll ticks ago and that no sweep reclaimed. */
   strandedLeases: number;
+  /** The outbox's due rows and the oldest one's age, with broker dispatch on. */
+  outbox?: { rows: number; oldestSeconds: number };
   sampledAt: Date;
 }
 
@@ -67,6 +69,12 @@ export class CycloneStats {
   sampleIntervalMs: number | null = null;
   /** The last sample; null before the first. */
   clusterSample: ClusterSample | null = null;
+  /**
+   * How long past its expiry a lease may stay before a sweep should have
+   * reclaimed it: two sweep intervals, plus the grace the sweep leaves the
+   * reclaimer with broker dispatch on (set by the RecoverySweeper).
+   */
+  strandedAfterMs: number;
   /** Broker dispatch's counters; null when dispatch is off. */
   dispatch: DispatchStats | null = null;
   private readonly loops = new Map<string, Loop>();
@@ -74,7 +82,9 @@ export class CycloneStats {
   constructor(
     /** The poll interval [min, max] in ms: a loop that has not ticked for several of these is stuck. */
     readonly pollIntervalMs: readonly [number, number],
-  ) {}
+  ) {
+    this.strandedAfterMs = 2 * pollIntervalMs[1];
+  }
 
   /** Makes a loop visible to health and metrics, and its passes to the engine's observers. */
   track(loop: Loop): void {

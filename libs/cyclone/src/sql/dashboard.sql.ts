@@ -32,6 +32,9 @@ export interface QueueCountsRow {
   discarded_recently: number;
   /** The time the sample covers, in seconds: the window, or less when the sample filled up first. */
   sample_seconds: number;
+  /** Outbox rows of the queue due and not yet published (broker dispatch), and the oldest one's age. */
+  outbox_rows: number;
+  outbox_oldest_ms: string | null;
 }
 
 /**
@@ -78,6 +81,12 @@ held AS (
    WHERE state IN ('discarded', 'paused')
    GROUP BY queue
 ),
+outbox AS (
+  SELECT queue, count(*)::int AS rows, (extract(epoch FROM now() - min(created_at)) * 1000)::bigint AS oldest_ms
+    FROM cyclone_outbox
+   WHERE due_at <= now()
+   GROUP BY queue
+),
 queues AS (
   SELECT queue FROM waiting
   UNION SELECT queue FROM running
@@ -96,8 +105,11 @@ SELECT q.queue,
        EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = q.queue) AS queue_paused,
        t.completed_recently,
        t.discarded_recently,
-       t.sample_seconds
+       t.sample_seconds,
+       COALESCE(o.rows, 0) AS outbox_rows,
+       o.oldest_ms AS outbox_oldest_ms
   FROM queues q
+  LEFT JOIN outbox o ON o.queue = q.queue
   LEFT JOIN waiting w ON w.queue = q.queue
   LEFT JOIN running r ON r.queue = q.queue
   LEFT JOIN held h ON h.queue = q.queue
