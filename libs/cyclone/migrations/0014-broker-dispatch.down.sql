@@ -1,6 +1,9 @@
 -- Restores the schema as it was before version 14: the outbox and the
 -- dispatch settings go, and steps failed by max_deliveries read as failed by
--- an error, the nearest kind version 13 knows.
+-- an error, the nearest kind version 13 knows. Runs, steps, then attempts
+-- are locked first, as the up does.
+
+LOCK TABLE cyclone_runs, cyclone_steps, cyclone_attempts IN ACCESS EXCLUSIVE MODE;
 
 DROP TRIGGER cyclone_steps_dispatch_insert ON cyclone_steps;
 DROP TRIGGER cyclone_steps_dispatch_update ON cyclone_steps;

@@ -3,6 +3,11 @@
 -- transactional outbox carries "this step is ready" to Redis Streams, which
 -- carry it to the workers.
 
+-- Runs, steps, then attempts are locked first, in the order of every
+-- transition; the migrator's lock_timeout makes the migration give way to
+-- live workers and try again.
+LOCK TABLE cyclone_runs, cyclone_steps, cyclone_attempts IN ACCESS EXCLUSIVE MODE;
+
 -- Whether dispatch is on for this database, and what its clients agreed on:
 -- one row. A client with dispatch on keeps active_until in the future while
 -- it runs (its publisher's passes); once the last such client has been gone

@@ -304,8 +304,10 @@ SELECT m.minute, t.sampled, t.completed, t.failed,
 /**
  * The names the runs page offers in its pickers: the kinds (and workflow
  * names) and the queues that have runs, read by a loose index scan (one
- * index descent a name), and those the clients registered or serve, or
- * that are paused. At most `limit` of each.
+ * index descent a name), the kinds clients registered, and the queues that
+ * exist as pauseQueue knows them (workflow.sql.ts: registered at startup in
+ * cyclone_queues, which holds every queue a client serves or its steps name,
+ * or paused). At most `limit` of each.
  */
 export const PICKER_NAMES = statement<[limit: number], { kinds: string[]; queues: string[] }>(
   'cyclone_dashboard_picker_names',
@@ -328,9 +330,7 @@ WITH RECURSIVE run_names (name, n) AS (
   UNION SELECT kind FROM cyclone_step_kinds
 ), queues AS (
   SELECT queue FROM run_queues WHERE queue IS NOT NULL
-  UNION SELECT queue FROM cyclone_step_kinds
   UNION SELECT queue FROM cyclone_queues
-  UNION SELECT jsonb_object_keys(queues) FROM cyclone_clients
   UNION SELECT queue FROM cyclone_paused_queues
 )
 SELECT ARRAY(SELECT name FROM kinds ORDER BY name LIMIT $1) AS kinds,
