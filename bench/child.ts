@@ -6,6 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { crashProducer, crashSeed, crashWorker, type CrashParams } from './crash.js';
 import { runDashboard, type DashboardParams } from './dashboard.js';
+import { fleetProducer, fleetWorker, type FleetParams } from './fleet.js';
 import type { SoakParams } from './soak.js';
 import { seedHistory } from './history.js';
 import { loadRunner } from './runners/load-runner.js';
@@ -23,6 +24,8 @@ interface Task {
     | 'soak-worker'
     | 'soak-producer'
     | 'dashboard'
+    | 'fleet-worker'
+    | 'fleet-producer'
     | 'w11';
   system: SystemName;
   workload?: WorkloadName;
@@ -66,6 +69,12 @@ async function main(): Promise<void> {
         write({ ok: true, values: await seedHistory(task.ctx, rows, 7, waiting ?? 0) });
         break;
       }
+      case 'fleet-worker':
+        await fleetWorker(task.system, task.ctx, task.params as FleetParams);
+        break;
+      case 'fleet-producer':
+        await fleetProducer(task.system, task.ctx, task.params as FleetParams);
+        break;
       case 'dashboard':
         write(await runDashboard(task.ctx, task.params as DashboardParams));
         break;

@@ -11,6 +11,10 @@
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
  *            --no-dashboard --dashboard-rows=N --no-soak --soak-jobs=N --soak-rate=N
  *            --metrics: also run Cyclone with metrics and spans on (cyclone-observed) beside plain Cyclone
+ *            --dispatch=redis: also run Cyclone with broker dispatch (cyclone-redis) beside plain Cyclone on a
+ *              redis-server of the bench's own, and W10 (the idle fleet, both modes), unless --workloads leaves W10
+ *              out; --workloads=…,W10 runs W10 with or without --dispatch
+ *            --w10-processes=N --w10-jobs=N --w10-idle-ms=N (a smaller W10)
  *            --w8-jobs=N --w1l-jobs=N (smaller W8 / W1L for a smoke run)
  *            --no-w11 --w11-runs=N --w11-fan-out=N --w11-forms=code,dag,dbos,inline (W11: workflows written as code)
  */
@@ -27,9 +31,11 @@ import { runSoak, type SoakParams, type SoakResult } from './soak.js';
 import { checkReadme, updateReadme } from './readme.js';
 import { pgbenchInit, pgbenchRun, pgbenchVersion, PGBENCH_DB, type PgbenchResult } from './lib/pgbench.js';
 import { renderMarkdown, type BenchReport } from './lib/report.js';
+import { runFleet, type FleetParams, type FleetResult } from './fleet.js';
+import { startRedis, type BenchRedis } from './lib/redis.js';
 import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS } from './lib/server.js';
 import { loadRunner } from './runners/load-runner.js';
-import { OBSERVED, SYSTEMS, type SystemName } from './runners/types.js';
+import { CYCLONE_VARIANTS, DISPATCHED, OBSERVED, REDIS_URL_ENV, SYSTEMS, type SystemName } from './runners/types.js';
 import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
 import { W11_FORMS, type W11Form, type W11Params, type W11Result } from './workflows.js';
 
@@ -63,17 +69,28 @@ interface Args {
   w11Runs?: number;
   w11FanOut?: number;
   w11Forms: W11Form[];
+  /** Broker dispatch beside plain Cyclone (`--dispatch=redis`). */
+  dispatch?: 'redis';
+  /** W10, the idle fleet, in both modes. */
+  fleet: boolean;
+  w10Processes?: number;
+  w10Jobs?: number;
+  w10IdleMs?: number;
   raw: string[];
 }
 
 function parseArgs(argv: string[]): Args {
   const get = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
   const quick = argv.includes('--quick');
+  // W10 is not a workload of one process like the others: it runs apart, after W5.
+  const listed = get('workloads') === 'none' ? [] : get('workloads')?.split(',');
+  const dispatch = get('dispatch');
+  if (dispatch !== undefined && dispatch !== 'redis') throw new Error(`--dispatch=${dispatch}: the one broker is redis`);
   const args: Args = {
     quick,
     reps: Number(get('reps') ?? (quick ? 1 : 3)),
     systems: (get('systems')?.split(',') as SystemName[] | undefined) ?? SYSTEMS,
-    workloads: ((get('workloads') === 'none' ? [] : get('workloads')?.split(',')) as WorkloadName[] | undefined) ?? [
+    workloads: (listed?.filter((w) => w !== 'W10') as WorkloadName[] | undefined) ?? [
       'W1',
       'W2',
       'W3',
@@ -97,13 +114,25 @@ function parseArgs(argv: string[]): Args {
     w11Runs: get('w11-runs') ? Number(get('w11-runs')) : undefined,
     w11FanOut: get('w11-fan-out') ? Number(get('w11-fan-out')) : undefined,
     w11Forms: (get('w11-forms')?.split(',') as W11Form[] | undefined) ?? W11_FORMS,
+    dispatch: dispatch === 'redis' ? 'redis' : undefined,
+    fleet: listed ? listed.includes('W10') : dispatch === 'redis',
+    w10Processes: get('w10-processes') ? Number(get('w10-processes')) : undefined,
+    w10Jobs: get('w10-jobs') ? Number(get('w10-jobs')) : undefined,
+    w10IdleMs: get('w10-idle-ms') ? Number(get('w10-idle-ms')) : undefined,
     raw: argv,
   };
-  for (const s of args.systems) if (!SYSTEMS.includes(s) && s !== OBSERVED) throw new Error(`unknown system ${s}`);
+  for (const s of args.systems) if (!SYSTEMS.includes(s) && !CYCLONE_VARIANTS.includes(s)) throw new Error(`unknown system ${s}`);
+  if (args.systems.includes(DISPATCHED)) args.dispatch = 'redis';
   // The cost of observability: the observed variant beside plain Cyclone, interleaved like any system.
   if (argv.includes('--metrics') && !args.systems.includes(OBSERVED)) {
     if (!args.systems.includes('cyclone')) throw new Error('--metrics compares against cyclone: include it in --systems');
     args.systems.splice(args.systems.indexOf('cyclone') + 1, 0, OBSERVED);
+  }
+  // Broker dispatch the same way: beside plain Cyclone (and its observed variant), interleaved like any system.
+  if (args.dispatch && !args.systems.includes(DISPATCHED)) {
+    if (!args.systems.includes('cyclone')) throw new Error('--dispatch compares against cyclone: include it in --systems');
+    const after = Math.max(...(['cyclone', OBSERVED] as SystemName[]).map((s) => args.systems.indexOf(s)));
+    args.systems.splice(after + 1, 0, DISPATCHED);
   }
   return args;
 }
@@ -145,6 +174,18 @@ function crashParams(quick: boolean, faults: boolean): CrashParams {
   };
 }
 
+function fleetParams(args: Args): FleetParams {
+  return {
+    processes: args.w10Processes ?? (args.quick ? 5 : 20),
+    workersPerProcess: 10,
+    settleMs: args.quick ? 2_000 : 5_000,
+    idleMs: args.w10IdleMs ?? (args.quick ? 10_000 : 30_000),
+    jobs: args.w10Jobs ?? (args.quick ? 2_000 : 10_000),
+    chunk: 1_000,
+    maxDrainMs: 600_000,
+  };
+}
+
 function soakParams(args: Args): SoakParams {
   const jobs = args.soakJobs ?? (args.quick ? 10_000 : 1_000_000);
   const ratePerSec = args.soakRate ?? (args.quick ? 500 : 1_000);
@@ -175,7 +216,9 @@ async function main(): Promise<void> {
   log(`Cyclone benchmark${args.quick ? ' (--quick)' : ''}: ${args.reps} repetition(s), systems ${args.systems.join(', ')}`);
 
   const server = await startServer(log);
-  // Ctrl-C: stop the children and the server rather than leave them behind.
+  // Broker dispatch's Redis: the bench's own, named to every process it starts through their environment.
+  let redis: BenchRedis | undefined;
+  // Ctrl-C: stop the children and the server rather than leave them behind (the Redis goes at exit).
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       log(`${signal}: stopping`);
@@ -185,6 +228,10 @@ async function main(): Promise<void> {
   }
   let report: BenchReport | undefined;
   try {
+    if (args.dispatch || (args.fleet && args.systems.includes('cyclone'))) {
+      redis = await startRedis(log);
+      process.env[REDIS_URL_ENV] = redis.url;
+    }
     const settings = await serverSettings(server.adminUrl);
     log(`PostgreSQL ${settings.server_version} on port ${server.port}, fsync=${settings.fsync}, synchronous_commit=${settings.synchronous_commit}`);
     const params = workloadParams(args.quick, args);
@@ -219,6 +266,11 @@ async function main(): Promise<void> {
       const result = JSON.parse(readFileSync(resultPath, 'utf8'));
       rmSync(resultPath, { force: true });
       return result;
+    };
+    /** A fresh database for a run, and for a run with broker dispatch a fresh Redis too (its streams name no database). */
+    const freshDatabase = async (system: SystemName, database: string) => {
+      await createDatabase(server.adminUrl, database);
+      if (system === DISPATCHED) await redis!.flush();
     };
     const ctxFor = (database: string): ChildContext => ({
       url: server.urlFor(database),
@@ -255,7 +307,7 @@ async function main(): Promise<void> {
             continue;
           }
           const database = `bench_${workload.toLowerCase()}_${system.replace(/-/g, '_')}_${rep + 1}`;
-          await createDatabase(server.adminUrl, database);
+          await freshDatabase(system, database);
           const r = await runWorkload(system, workload, rep, database);
           runs.push(r);
           log(`rep ${rep + 1}: ${workload} ${system}: ${summarise(r)}`);
@@ -267,10 +319,10 @@ async function main(): Promise<void> {
     const crash: CrashResult[] = [];
     if (args.crash) {
       const cp = crashParams(args.quick, args.faults);
-      // The crash run measures recovery, which observability does not change.
+      // The crash run measures recovery, which observability does not change (broker dispatch does: it runs).
       for (const system of args.systems.filter((s) => s !== OBSERVED)) {
         const database = `bench_w5_${system.replace(/-/g, '_')}`;
-        await createDatabase(server.adminUrl, database);
+        await freshDatabase(system, database);
         log(`W5 crash ${system}: ${cp.jobs} jobs, ${cp.processes} processes × ${cp.workersPerProcess} workers, SIGKILL every ${cp.killEveryMs} ms`);
         try {
           const r = await runCrash({
@@ -303,6 +355,41 @@ async function main(): Promise<void> {
           crash.push({ system, ok: false, error: (err as Error).message } as CrashResult);
         }
         await dropDatabase(server.adminUrl, database);
+      }
+    }
+
+    // W10: the idle fleet, plain Cyclone and Cyclone with broker dispatch, alternating which goes first.
+    const fleet: FleetResult[] = [];
+    const fp = fleetParams(args);
+    if (args.fleet && args.systems.includes('cyclone')) {
+      for (let rep = 0; rep < args.reps; rep++) {
+        const modes: SystemName[] = rep % 2 === 0 ? ['cyclone', DISPATCHED] : [DISPATCHED, 'cyclone'];
+        for (const system of modes) {
+          const database = `bench_w10_${system.replace(/-/g, '_')}_${rep + 1}`;
+          await freshDatabase(system, database);
+          const describe = (await loadRunner(system)).describe(fp.workersPerProcess, cyclonePool(fp.workersPerProcess));
+          try {
+            const r = await runFleet({
+              system,
+              ctx: ctxFor(database),
+              params: fp,
+              childScript,
+              logPath,
+              ...(system === DISPATCHED ? { redis } : {}),
+              log,
+              track: (proc) => {
+                children.add(proc);
+                proc.once('exit', () => children.delete(proc));
+              },
+              describe,
+            });
+            fleet.push({ ...r, rep: rep + 1 });
+          } catch (err) {
+            log(`W10 ${system} failed: ${(err as Error).message}`);
+            fleet.push({ system, params: fp, config: describe, ok: false, error: (err as Error).message, rep: rep + 1 } as FleetResult);
+          }
+          await dropDatabase(server.adminUrl, database);
+        }
       }
     }
 
@@ -461,8 +548,11 @@ async function main(): Promise<void> {
       history,
       dashboard,
       w11: { params: w11Params, runs: w11 },
+      ...(args.fleet && args.systems.includes('cyclone') ? { fleet: { params: fp, runs: fleet } } : {}),
+      ...(redis ? { redis: { version: redis.version } } : {}),
     };
   } finally {
+    await redis?.stop();
     await server.stop();
   }
   report.durationSeconds = (Date.now() - started) / 1000;

@@ -1,8 +1,9 @@
 import type { CrashParams, CrashResult } from '../crash.js';
 import { DASHBOARD_BUDGET_MS, type DashboardResult } from '../dashboard.js';
+import type { FleetParams, FleetResult } from '../fleet.js';
 import type { W11Form, W11Params, W11Result } from '../workflows.js';
 import type { SoakResult } from '../soak.js';
-import type { SystemName } from '../runners/types.js';
+import { CYCLONE_VARIANTS, type SystemName } from '../runners/types.js';
 import type { WorkloadName, WorkloadParams, WorkloadResult } from '../workloads.js';
 import type { PgbenchResult } from './pgbench.js';
 import { fmt, fmtSpread, ratio, spread, type Spread } from './stats.js';
@@ -38,11 +39,16 @@ export interface BenchReport {
   dashboard?: DashboardResult;
   /** W11, when it ran. */
   w11?: { params: W11Params; runs: W11Result[] };
+  /** W10, the idle fleet, when it ran (with `--dispatch=redis`, or listed in --workloads). */
+  fleet?: { params: FleetParams; runs: FleetResult[] };
+  /** The bench's redis-server, when broker dispatch ran. */
+  redis?: { version: string };
 }
 
 const LABEL: Record<SystemName, string> = {
   cyclone: 'Cyclone',
   'cyclone-observed': 'Cyclone observed',
+  'cyclone-redis': 'Cyclone (Redis dispatch)',
   'pg-boss': 'pg-boss',
   'graphile-worker': 'graphile-worker',
   bullmq: 'BullMQ',
@@ -84,9 +90,10 @@ function failures(runs: WorkloadResult[], system: SystemName, workload: Workload
 
 export function renderMarkdown(r: BenchReport): string {
   const out: string[] = [];
-  const peers = r.systems.filter((s) => s !== 'cyclone' && s !== 'cyclone-observed');
+  const peers = r.systems.filter((s) => s !== 'cyclone' && !CYCLONE_VARIANTS.includes(s));
   const hasCyclone = r.systems.includes('cyclone');
   const observed = hasCyclone && r.systems.includes('cyclone-observed');
+  const dispatched = hasCyclone && r.systems.includes('cyclone-redis');
   const tps = spread(r.pgbench.runs.map((x) => x.tps));
   const s = r.server.settings;
   out.push(`## Benchmark results${r.quick ? ' (--quick smoke run: small workloads, not for comparison)' : ''}`);
@@ -118,11 +125,20 @@ export function renderMarkdown(r: BenchReport): string {
         '(at least 0.95 on W1 and W2 throughput is the target).',
     );
   }
+  if (dispatched) {
+    out.push(
+      'Cyclone (Redis dispatch) is Cyclone with broker dispatch on (`dispatch: { redis: { url } }`, defaults otherwise: one shard), ' +
+        `on a redis-server ${r.redis?.version ?? ''} of the bench's own without persistence, emptied (FLUSHALL) before each run: ` +
+        'steps reach the workers through the outbox and a Redis stream instead of polling. Redis dispatch/Cyclone is its median ÷ ' +
+        "plain Cyclone's. Steps of a kind with a concurrency limit are claimed from PostgreSQL with dispatch on too, so W8 and W1L are not run for it.",
+    );
+  }
   out.push('');
   const header = ['workload', 'metric', ...r.systems.map((x) => LABEL[x])];
   if (hasCyclone) for (const p of peers) header.push(`Cyclone/${LABEL[p]}`);
   if (hasCyclone) header.push('Cyclone/ceiling');
   if (observed) header.push('observed/Cyclone');
+  if (dispatched) header.push('Redis dispatch/Cyclone');
   out.push(`| ${header.join(' | ')} |`);
   out.push(`| ${header.map((_, i) => (i < 2 ? '---' : '---:')).join(' | ')} |`);
   for (const row of rows(r.params)) {
@@ -139,6 +155,7 @@ export function renderMarkdown(r: BenchReport): string {
       cells.push(row.ceiling ? ratio(medians.cyclone ?? NaN, tps.median) : '');
     }
     if (observed) cells.push(ratio(medians['cyclone-observed'] ?? NaN, medians.cyclone ?? NaN));
+    if (dispatched) cells.push(ratio(medians['cyclone-redis'] ?? NaN, medians.cyclone ?? NaN));
     out.push(`| ${cells.join(' | ')} |`);
   }
   out.push(`| ceiling: pgbench simple-update, ${r.pgbench.clients} clients | tps | ${fmtSpread(tps)} |${' |'.repeat(header.length - 3)}`);
@@ -146,8 +163,9 @@ export function renderMarkdown(r: BenchReport): string {
   const limited = valuesOf(r.runs, 'cyclone', 'W1L', 'jobsPerSec');
   const plain = valuesOf(r.runs, 'cyclone', 'W1', 'jobsPerSec');
   if (Number.isFinite(limited.median) && Number.isFinite(plain.median)) {
+    // Cyclone's variants say why they skip W8 in their own paragraph above.
     const skipped = r.systems
-      .filter((x) => r.configs[x]?.W8?.startsWith('not run'))
+      .filter((x) => !CYCLONE_VARIANTS.includes(x) && r.configs[x]?.W8?.startsWith('not run'))
       .map((x) => `${LABEL[x]}: ${r.configs[x]!.W8!.slice('not run: '.length)}`);
     out.push(
       `Flow control: Cyclone's W1 with a concurrency limit that never binds (W1L) runs at ${ratio(limited.median, plain.median)} of W1 ` +
@@ -236,6 +254,8 @@ export function renderMarkdown(r: BenchReport): string {
       out.push('');
     }
   }
+
+  if (r.fleet?.runs.length) out.push(...renderFleet(r.fleet, r.reps));
 
   if (r.soak) {
     const k = r.soak;
@@ -462,6 +482,76 @@ function renderW11(w11: { params: W11Params; runs: W11Result[] }): string[] {
   for (const form of ['code', 'dag', 'dbos', 'inline'] as W11Form[]) {
     const run = w11.runs.find((x) => x.form === form && x.ok);
     if (run) out.push(`- ${W11_LABEL[form]}: ${run.config}`);
+  }
+  out.push('');
+  return out;
+}
+
+/** W10's table: what each mode's idle fleet costs PostgreSQL (and Redis), and how fast it drains a batch. */
+function renderFleet(fleet: { params: FleetParams; runs: FleetResult[] }, reps: number): string[] {
+  const p = fleet.params;
+  const n = (x: number) => x.toLocaleString('en-US');
+  const modes = ['cyclone', 'cyclone-redis'] as SystemName[];
+  const of = (system: SystemName, value: (x: FleetResult) => number | undefined) =>
+    spread(fleet.runs.filter((x) => x.system === system && x.ok).map(value).filter((v): v is number => v !== undefined));
+  // Connections are counts: shown whole, not to three significant digits.
+  const whole = (v: Spread) => {
+    const k = (x: number) => Math.round(x).toLocaleString('en-US');
+    return v.n === 0 ? 'n/a' : v.n === 1 ? k(v.median) : `${k(v.median)} [${k(v.min)}–${k(v.max)}]`;
+  };
+  const columns: { head: string; value: (x: FleetResult) => number | undefined; ratio: boolean; count?: boolean }[] = [
+    { head: 'idle: statements/s ↓', value: (x) => x.idle.statementsPerSec, ratio: true },
+    { head: 'idle: commits/s ↓', value: (x) => x.idle.commitsPerSec, ratio: true },
+    { head: 'idle: connections held ↓', value: (x) => x.idle.connections, ratio: true, count: true },
+    { head: 'idle: Redis commands/s', value: (x) => x.idle.redisCommandsPerSec, ratio: false },
+    { head: 'drain: jobs/s ↑', value: (x) => x.drain.jobsPerSec, ratio: true },
+    { head: 'drain: most connections', value: (x) => x.drain.connectionsMax, ratio: true, count: true },
+    { head: 'jobs a process, min–max', value: () => undefined, ratio: false },
+    { head: 'errors / warnings logged', value: () => undefined, ratio: false },
+  ];
+  const out: string[] = [];
+  out.push(
+    `**W10 idle fleet** — ${p.processes} worker processes × ${p.workersPerProcess} workers of Cyclone (one queue, defaults otherwise), ` +
+      `each mode on a fresh database (and, with dispatch, a fresh Redis); once every process is ready and ${p.settleMs / 1000} s have passed, ` +
+      `${p.idleMs / 1000} s with nothing to do, then a producer process enqueues ${n(p.jobs)} no-op jobs (enqueueMany, ${n(p.chunk)} at a time) ` +
+      `and the fleet drains them. Statements/s: top-level statements of the run's database over the idle window (pg_stat_statements calls, ` +
+      "the bench's own left out; BEGIN and COMMIT count); commits/s: pg_stat_database's xact_commit over the same window (a backend " +
+      'reports it up to a second late, so it is the rougher of the two); connections: pg_stat_activity for the database at the end of the ' +
+      'window; Redis commands/s: INFO stats over the window. Drain: from the producer being told to start to the database showing every job ' +
+      `completed. ${reps > 1 ? `Median [min–max] of ${reps} runs a mode, the modes alternating which goes first.` : 'One run a mode.'}`,
+  );
+  out.push('');
+  out.push(`| mode | ${columns.map((c) => c.head).join(' | ')} |`);
+  out.push(`| --- | ${columns.map(() => '---:').join(' | ')} |`);
+  for (const system of modes) {
+    const runs = fleet.runs.filter((x) => x.system === system);
+    if (!runs.length) continue;
+    const ok = runs.filter((x) => x.ok);
+    if (!ok.length) {
+      out.push(`| ${LABEL[system]} | failed: ${runs[0].error ?? 'no result'} |${' |'.repeat(columns.length - 1)}`);
+      continue;
+    }
+    const cells = columns.map((c) => (c.count ? whole(of(system, c.value)) : fmtSpread(of(system, c.value))));
+    cells[columns.length - 2] = `${Math.min(...ok.map((x) => x.handledPerProcess.min))}–${Math.max(...ok.map((x) => x.handledPerProcess.max))}`;
+    cells[columns.length - 1] = `${ok.reduce((a, x) => a + x.errors, 0)} / ${ok.reduce((a, x) => a + x.warnings, 0)}`;
+    out.push(`| ${LABEL[system]}${ok.length < runs.length ? ` (${runs.length - ok.length} failed)` : ''} | ${cells.join(' | ')} |`);
+  }
+  if (modes.every((m) => fleet.runs.some((x) => x.system === m && x.ok))) {
+    const cells = columns.map((c) => (c.ratio ? ratio(of('cyclone-redis', c.value).median, of('cyclone', c.value).median) : ''));
+    out.push(`| Redis dispatch/Cyclone | ${cells.join(' | ')} |`);
+  }
+  out.push('');
+  for (const system of modes) {
+    const run = fleet.runs.find((x) => x.system === system && x.ok);
+    if (!run) continue;
+    const top = run.idle.statements
+      .slice(0, 5)
+      .map((st) => `\`${st.query.slice(0, 80).replace(/\|/g, '\\|')}\` ${fmt(st.calls / run.idle.seconds)}/s`)
+      .join('; ');
+    const apps = Object.entries(run.idle.byApplication)
+      .map(([app, k]) => `${k} ${app}`)
+      .join(', ');
+    out.push(`- ${LABEL[system]}: ${run.config}. Idle connections: ${apps || 'none'}. Idle statements, most first: ${top || 'none'}.`);
   }
   out.push('');
   return out;

@@ -9,7 +9,8 @@ import { createScratchPostgres } from '../../test/support/scratch-postgres.js';
  * costs what it costs in production; only capacity is raised.
  */
 export const SERVER_SETTINGS: Record<string, string> = {
-  max_connections: '300',
+  // W10's fleet holds up to 20 × (a pool of 14 + 1 LISTEN) while it drains, beside its producer.
+  max_connections: '400',
   shared_buffers: '256MB',
   // Lets every run report which statements its time went to.
   shared_preload_libraries: 'pg_stat_statements',

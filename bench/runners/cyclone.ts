@@ -6,6 +6,7 @@ import { CycloneClient, CycloneModule, CycloneStats, Step, type StepContext } fr
 import { CycloneMetricsModule } from 'cyclone-nestjs/metrics';
 import {
   JOB_KIND,
+  REDIS_URL_ENV,
   cyclonePoolSize,
   type BenchPayload,
   type JobHandler,
@@ -42,21 +43,34 @@ function benchSteps(flow: StartOptions['flow']) {
   return BenchSteps;
 }
 
+/** plain: as a user would start it; observed: with metrics and spans; dispatched: with broker dispatch through Redis. */
+type Variant = 'plain' | 'observed' | 'dispatched';
+
+/** The bench's redis-server, which the orchestrator started and named in the environment. */
+function redisUrl(): string {
+  const url = process.env[REDIS_URL_ENV];
+  if (!url) throw new Error(`Cyclone (Redis dispatch) needs ${REDIS_URL_ENV}: run the bench with --dispatch=redis`);
+  return url;
+}
+
 /**
  * Starts a client. As a user would: one CycloneModule.forRoot with a URL, one
  * queue, defaults otherwise; tracing off, as it is for an app without
  * @opentelemetry/api (the repository has it installed). `observed` adds the
  * metrics module and turns spans on, with no SDK registered: the no-op tracer.
+ * `dispatched` adds the dispatch option with its defaults (one shard).
  */
-async function start(options: StartOptions, observed: boolean): Promise<SystemHandle> {
+async function start(options: StartOptions, variant: Variant): Promise<SystemHandle> {
   current = options.handler;
   const workers = options.workers;
+  const observed = variant === 'observed';
   @Module({
     imports: [
       CycloneModule.forRoot({
         connection: { url: options.url },
         ...(workers > 0 ? { queues: { default: { workers } } } : { runWorkers: false }),
         ...(options.crash ? { leaseTtl: CRASH_LEASE_TTL } : {}),
+        ...(variant === 'dispatched' ? { dispatch: { redis: { url: redisUrl() } } } : {}),
         tracing: observed,
       }),
       ...(observed ? [CycloneMetricsModule.forRoot({ registry: new Registry() })] : []),
@@ -91,7 +105,7 @@ export const runner: Runner = {
         `, tracing: false }), defaults otherwise (pool ${cyclonePoolSize(workers)} connections + 1 LISTEN, poll [100 ms, 1 s), NOTIFY wake-ups); ` +
         `@Step handler; enqueue with CycloneClient.enqueue, bulk seed with enqueueMany`
       : `CycloneModule.forRoot({ connection: { url }, runWorkers: false, tracing: false }) (pool ${cyclonePoolSize(10)} connections); CycloneClient.enqueue`,
-  start: (options) => start(options, false),
+  start: (options) => start(options, 'plain'),
   pending: async (client) => {
     const { rows } = await client.query(
       // Two counts, each over its partial index (claim, lease), so the poll stays cheap however
@@ -147,5 +161,27 @@ export const observedRunner: Runner = {
   describe: (workers, pool, crash) =>
     `${runner.describe(workers, pool, crash).replace('tracing: false', 'tracing: true')}; ` +
     'with CycloneMetricsModule.forRoot({ registry }) beside it and no OpenTelemetry SDK registered',
-  start: (options) => start(options, true),
+  start: (options) => start(options, 'observed'),
+};
+
+/**
+ * Cyclone with broker dispatch: the same client with `dispatch: { redis: { url } }`
+ * (defaults otherwise) on the bench's redis-server. Steps of kinds without a
+ * concurrency limit reach the workers through the outbox and Redis Streams;
+ * limited kinds are still claimed from PostgreSQL, so W8 and W1L would measure
+ * plain Cyclone again and are not run.
+ */
+export const dispatchedRunner: Runner = {
+  ...runner,
+  system: 'cyclone-redis',
+  flowControl: 'its limited kinds are claimed from PostgreSQL as without dispatch (the same path as Cyclone\'s W8)',
+  describe: (workers, pool, crash) =>
+    runner
+      .describe(workers, pool, crash)
+      .replace('tracing: false', 'dispatch: { redis: { url } }, tracing: false')
+      .replace(
+        'poll [100 ms, 1 s), NOTIFY wake-ups',
+        'steps read from a Redis stream with XREADGROUP; the outbox publisher woken by NOTIFY, polling [100 ms, 1 s)',
+      ),
+  start: (options) => start(options, 'dispatched'),
 };

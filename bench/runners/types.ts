@@ -1,6 +1,6 @@
 import type pg from 'pg';
 
-export type SystemName = 'cyclone' | 'cyclone-observed' | 'pg-boss' | 'graphile-worker' | 'bullmq';
+export type SystemName = 'cyclone' | 'cyclone-observed' | 'cyclone-redis' | 'pg-boss' | 'graphile-worker' | 'bullmq';
 /** The systems a run compares by default. */
 export const SYSTEMS: SystemName[] = ['cyclone', 'pg-boss', 'graphile-worker', 'bullmq'];
 /**
@@ -9,6 +9,16 @@ export const SYSTEMS: SystemName[] = ['cyclone', 'pg-boss', 'graphile-worker', '
  * to measure what observability costs.
  */
 export const OBSERVED: SystemName = 'cyclone-observed';
+/**
+ * Cyclone with broker dispatch (SPEC §17): steps reach the workers through
+ * the outbox and Redis Streams instead of polling, run beside plain Cyclone
+ * with `--dispatch=redis` against the bench's own redis-server.
+ */
+export const DISPATCHED: SystemName = 'cyclone-redis';
+/** Where the orchestrator puts its redis-server's URL for the processes it starts (they inherit its environment). */
+export const REDIS_URL_ENV = 'BENCH_REDIS_URL';
+/** Cyclone's variants, which are compared with plain Cyclone rather than as peers. */
+export const CYCLONE_VARIANTS: SystemName[] = [OBSERVED, DISPATCHED];
 
 /** The payload of every benchmark job. */
 export interface BenchPayload {
