@@ -556,10 +556,12 @@ describe('the outbox row of every write that makes a step available (dispatch on
   it('control: a claim, a completion, a final failure, a cancel and a pause write no row', async () => {
     const env = await workingEnv();
     await dispatchOn(env);
-    const completes = await env.client.enqueue('held', { n: 1 });
-    const fails = await env.client.enqueue('held', { n: 2 });
-    const cancelled = await env.client.enqueue('quick', {}, { processIn: '1h' });
-    const paused = await env.client.enqueue('quick', {}, { processIn: '1h' });
+    // Enqueued by another client: the workers' own enqueues would start them in the enqueue's statement, not by a claim.
+    const producer = await createEnv({ workflows, runWorkers: false, databaseUrl: env.databaseUrl, isolate: false });
+    const completes = await producer.client.enqueue('held', { n: 1 });
+    const fails = await producer.client.enqueue('held', { n: 2 });
+    const cancelled = await producer.client.enqueue('quick', {}, { processIn: '1h' });
+    const paused = await producer.client.enqueue('quick', {}, { processIn: '1h' });
     const mark = await outboxMark(env);
 
     // Claimed: running, no row.

@@ -116,9 +116,14 @@ describe('wake-ups', () => {
   });
 
   describe("an app's own wake-ups", () => {
-    /** Two apps on one database, polling off; records each wake-up each app's listener hands to its workers. */
+    /**
+     * Two apps on one database, polling off; records each wake-up each app's
+     * listener hands to its workers. The first has no slots free (none at
+     * all), so its enqueues are not started in its own workers and wake the
+     * queue instead; the replica runs them.
+     */
     async function twoApps() {
-      env = await CycloneTestEnv.create({ providers: [PingSteps], pollInterval: POLLING_OFF });
+      env = await CycloneTestEnv.create({ providers: [PingSteps], pollInterval: POLLING_OFF, workers: 0 });
       replica = await CycloneTestEnv.create({
         providers: [PingSteps],
         pollInterval: POLLING_OFF,

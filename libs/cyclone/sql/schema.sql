@@ -1115,6 +1115,53 @@ BEGIN
   RETURN coalesce(cardinality(v_queues), 0);
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_insert_and_start(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_start_queue text, p_start_kinds text[], p_start_limit integer, p_owner text, p_lease_ttl_ms bigint)
+ RETURNS TABLE(woken text, id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
+ LANGUAGE plpgsql
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_due  uuid[];
+  v_low  uuid;
+  v_runs uuid[];
+  v_ids  bigint[];
+BEGIN
+  SELECT array_agg(i.id) INTO v_due
+    FROM cyclone_insert_jobs(p_ids, p_kinds, p_inputs, p_queues, NULL, p_retention_ms, p_priorities, p_max_attempts,
+                             p_max_reclaims, p_timeout_ms, p_process_at, p_process_in_ms, p_trace_contexts,
+                             p_backoff_ms, p_flow_keys, p_rate_keys, false) i
+   WHERE i.due;
+  IF v_due IS NULL THEN
+    RETURN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_start_queue) THEN
+    v_low := (SELECT f.low FROM cyclone_claim_floor f);
+    SELECT array_agg(s.run_id), array_agg(s.id) INTO v_runs, v_ids
+      FROM (SELECT s.run_id, s.id FROM cyclone_steps s
+             WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.flow_key IS NULL
+               AND s.queue = p_start_queue AND s.kind = ANY (p_start_kinds) AND s.run_id >= v_low
+               AND NOT EXISTS (SELECT 1 FROM cyclone_steps c
+                                WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_start_queue
+                                  AND c.priority >= s.priority AND c.scheduled_at <= now() AND c.run_id >= v_low
+                                  AND c.run_id <> ALL (v_due))
+             ORDER BY s.priority DESC, s.id
+             LIMIT p_start_limit) s;
+    IF v_ids IS NOT NULL THEN
+      DELETE FROM cyclone_outbox o WHERE o.step_id = ANY (v_ids);
+      RETURN QUERY SELECT NULL::text, c.* FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms) c;
+    END IF;
+  END IF;
+  RETURN QUERY
+    SELECT DISTINCT s.queue, NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer,
+           NULL::integer, NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8
+      FROM cyclone_steps s
+     WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.run_id >= cyclone_lowest_id(v_due);
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_insert_jobs(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_unique_keys text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_notify boolean)
  RETURNS TABLE(id uuid, queue text, due boolean)
  LANGUAGE plpgsql
@@ -2349,5 +2396,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (12, 'CycloneOperat
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (13, 'CycloneCodeWorkflows1766044800000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (14, 'CycloneBrokerDispatch1766131200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (15, 'CycloneLocalStart1766217600000');
 
 SELECT cyclone_ensure_partitions(3);

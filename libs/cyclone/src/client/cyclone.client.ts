@@ -56,6 +56,7 @@ import {
   STEP_STATE,
 } from '../sql/runs.sql.js';
 import { EnqueueBatcher } from './enqueue-batcher.js';
+import { LocalWorkers } from '../worker/local-workers.js';
 import { enqueueJobValues, jobParams, type JobParams, type NewJob } from '../steps/job-params.js';
 import { flowKeys } from '../steps/flow-limits.js';
 import { toRunInfo, toStepInfo } from './row-mappers.js';
@@ -107,8 +108,9 @@ export class CycloneClient {
     private readonly tracer: CycloneTracer,
     private readonly schedules: ScheduleRegistry,
     private readonly codeWorkflows: CodeWorkflowRegistry,
+    localWorkers: LocalWorkers,
   ) {
-    this.enqueues = new EnqueueBatcher(database, wakes);
+    this.enqueues = new EnqueueBatcher(database, wakes, localWorkers, { owner: stats.clientId, leaseTtlMs: options.leaseTtlMs });
   }
 
   /** Enqueues a standalone job and returns its run id once it is committed. */

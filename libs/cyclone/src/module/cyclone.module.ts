@@ -33,6 +33,7 @@ import { CYCLONE_MODULE_OPTIONS, CycloneConfigurableModule } from './cyclone.mod
 import { resolveOptions, type ResolvedOptions } from '../options/resolved-options.js';
 import { CycloneTracer } from '../tracing/cyclone-tracer.js';
 import { DispatchService } from '../dispatch/dispatch.service.js';
+import { LocalWorkers } from '../worker/local-workers.js';
 import { createTracer } from '../tracing/create-tracer.js';
 
 /**
@@ -92,6 +93,7 @@ import { createTracer } from '../tracing/create-tracer.js';
     WakePublisher,
     CycloneClient,
     DispatchService,
+    LocalWorkers,
     WorkerHost,
     RecoverySweeper,
     TimerSweeper,

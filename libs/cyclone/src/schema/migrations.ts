@@ -83,6 +83,7 @@ export class CycloneBrokerDispatch1766131200000 extends sqlMigration(
   'CycloneBrokerDispatch1766131200000',
   '0014-broker-dispatch',
 ) {}
+export class CycloneLocalStart1766217600000 extends sqlMigration(15, 'CycloneLocalStart1766217600000', '0015-local-start') {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -104,6 +105,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneOperators1765785600000,
   CycloneCodeWorkflows1766044800000,
   CycloneBrokerDispatch1766131200000,
+  CycloneLocalStart1766217600000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

@@ -1,4 +1,5 @@
-import { statement } from '../database/statement.js';
+import { statement, type StatementParams } from '../database/statement.js';
+import type { ClaimedStep } from './claim.sql.js';
 
 /**
  * Inserts a standalone job (sql/functions/insert-jobs.sql) and says whether
@@ -104,6 +105,30 @@ SELECT DISTINCT queue
                            $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[], $12::jsonb[],
                            $13::text[], $14::text[], $15::text[], false)
  WHERE due`,
+  { prepared: true },
+);
+
+/** A row of ENQUEUE_AND_START: a step started in this client (woken null), or a queue to wake (id null). */
+export interface EnqueueStartRow extends Omit<ClaimedStep, 'id'> {
+  woken: string | null;
+  id: string | null;
+}
+
+/**
+ * ENQUEUE_JOBS, starting up to `startLimit` of the due jobs of `startQueue`
+ * and `startKinds` in this client's idle workers in the same statement
+ * (sql/functions/insert-and-start.sql). Returns the started steps, and the
+ * queues that still have due jobs of the batch to wake.
+ */
+export const ENQUEUE_AND_START = statement<
+  [...StatementParams<typeof ENQUEUE_JOBS>, startQueue: string, startKinds: string[], startLimit: number, owner: string, leaseTtlMs: number],
+  EnqueueStartRow
+>(
+  'cyclone_enqueue_and_start',
+  /* sql */ `
+SELECT * FROM cyclone_insert_and_start($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::bigint[], $6::smallint[],
+                                       $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[],
+                                       $12::jsonb[], $13::text[], $14::text[], $15::text[], $16, $17::text[], $18, $19, $20)`,
   { prepared: true },
 );
 

@@ -80,6 +80,10 @@ export class QueueWorker {
   /** Told when a step's attempt is over (its outcome written, or not: 'unrecorded') or when it was handed back. */
   onSettled?: (stepId: string, outcome: string) => void;
   private slotWaiters: (() => void)[] = [];
+  /** The kinds of the plain source, which an enqueue here may start in this worker (see LocalWorkers). */
+  private readonly plainKinds = new Set<string>();
+  /** Slots held for enqueues on their way (LocalWorkers). */
+  private reserved = 0;
 
   constructor(
     readonly queue: string,
@@ -97,9 +101,11 @@ export class QueueWorker {
       if (queueCap !== null) {
         this.sources.push(new FlowSource(ctx, unlimited, undefined));
       } else if (dispatched) {
+        for (const kind of unlimited) this.plainKinds.add(kind);
         this.plainSource = new PlainSource(ctx, unlimited);
         this.dispatchedKinds = unlimited;
       } else {
+        for (const kind of unlimited) this.plainKinds.add(kind);
         this.sources.push(new PlainSource(ctx, unlimited));
       }
     }
@@ -151,9 +157,37 @@ export class QueueWorker {
     return this.workflowSteps.has(kind) || this.registry.find(kind) !== undefined;
   }
 
-  /** Slots with neither a handler running nor a step at hand to start. */
+  /** Slots with neither a handler running, nor a step at hand to start, nor an enqueue's job on its way. */
   freeSlots(): number {
-    return this.stopped ? 0 : this.slots - this.busy - this.ready.length;
+    return this.stopped ? 0 : this.slots - this.busy - this.ready.length - this.reserved;
+  }
+
+  /** Whether an enqueue here may start a job of this kind in this worker: a kind of its plain claim. */
+  startsLocally(kind: string): boolean {
+    return this.plainKinds.has(kind);
+  }
+
+  /**
+   * Holds up to `jobs` free slots for an enqueue's jobs; none while the
+   * worker has a backlog (its claims take the queue in order) or a limit
+   * holds work back.
+   */
+  reserve(jobs: number): number {
+    if (this.backlog || this.heldBack) return 0;
+    const n = Math.max(0, Math.min(jobs, this.freeSlots()));
+    this.reserved += n;
+    return n;
+  }
+
+  /** The enqueue holding `held` slots returned: starts the steps it started here and frees the rest. */
+  startReserved(held: number, rows: ClaimedStep[]): void {
+    this.reserved -= held;
+    if (this.stopped) {
+      void this.handBackReady(rows.map((row) => ({ row, claimedAt: performance.now() })), 'at shutdown');
+      return;
+    }
+    this.start(rows);
+    if (rows.length < held) this.freeSlot();
   }
 
   /** Settles when a slot may have freed (a handler returned), or at stop. */
@@ -184,10 +218,10 @@ export class QueueWorker {
 
   /** How many steps to claim now from a source: 0 while the slots and the steps at hand suffice. */
   private wanted(source: ClaimSource): number {
-    const idle = this.slots - this.busy - this.ready.length;
+    const idle = this.slots - this.busy - this.ready.length - this.reserved;
     const ahead = source.claimsAhead && this.backlog && !this.heldBack ? this.ahead.size(this.slots) : 0;
     if (idle <= 0 && this.ready.length > ahead / 2) return 0;
-    return Math.max(0, this.slots + ahead - this.busy - this.ready.length);
+    return Math.max(0, this.slots + ahead - this.busy - this.ready.length - this.reserved);
   }
 
   /**

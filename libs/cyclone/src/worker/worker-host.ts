@@ -21,6 +21,7 @@ import { QueueWorker } from './queue-worker.js';
 import { CodeWorkflowRegistry } from '../workflow/code/code-workflow-registry.js';
 import { DispatchService } from '../dispatch/dispatch.service.js';
 import type { StreamConsumer } from '../dispatch/stream-consumer.js';
+import { LocalWorkers } from './local-workers.js';
 
 /** SQLSTATE of a table that does not exist. */
 const UNDEFINED_TABLE = '42P01';
@@ -57,6 +58,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly workflows: WorkflowRegistry,
     private readonly codeWorkflows: CodeWorkflowRegistry,
     private readonly dispatch: DispatchService,
+    private readonly local: LocalWorkers,
   ) {
     this.completions = new CompletionBatcher(database, stats.clientId);
     const [min, max] = options.pollIntervalMs;
@@ -90,6 +92,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
         this.dispatch.enabled,
       );
       this.workers.set(queue, worker);
+      this.local.register(worker);
       if (this.dispatch.enabled) this.consumers.push(this.dispatch.consumerFor(worker));
     }
     this.unsubscribe.push(
@@ -122,6 +125,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     clearTimeout(this.hookCheck);
     for (const fn of this.unsubscribe) fn();
     this.unsubscribe = [];
+    this.local.clear();
     await Promise.all(this.consumers.map((c) => c.stop()));
     await this.pollLoop.stop();
     await Promise.all([...this.workers.values()].map((w) => w.stop()));

@@ -1,0 +1,87 @@
+import { describe, expect, it, jest } from '@jest/globals';
+import { Injectable } from '@nestjs/common';
+import { Step, type StepContext } from 'cyclone-nestjs';
+import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { CycloneDatabase } from '../libs/cyclone/src/database/cyclone-database.js';
+import type { Statement } from '../libs/cyclone/src/database/statement.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, testEnvs } from './support/handler-probe.js';
+import { sql } from './support/sql.js';
+
+/**
+ * An enqueue in a client whose worker for the queue is idle starts the job in
+ * that worker in the enqueue's own statement: nothing (no wake-up, no claim,
+ * no second commit) stands between the enqueue and the handler. It never
+ * jumps the queue, and holds to pauses like any claim.
+ */
+const probe = new HandlerProbe();
+
+@Injectable()
+class LocalSteps {
+  @Step('held')
+  async held(_input: unknown, ctx: StepContext) {
+    return probe.hold(ctx);
+  }
+}
+
+const { createEnv, replicaOf } = testEnvs([LocalSteps], probe);
+
+/** The names of the statements the environment sends while `fn` runs. */
+async function statementsDuring(env: CycloneTestEnv, fn: () => Promise<void>): Promise<string[]> {
+  const spy = jest.spyOn(env.app.get(CycloneDatabase), 'query');
+  try {
+    await fn();
+    return spy.mock.calls.map(([stmt]) => (stmt as Statement).name);
+  } finally {
+    spy.mockRestore();
+  }
+}
+
+describe('an enqueue where a worker of the queue is idle', () => {
+  it('starts the job in that worker in its own statement: no claim and no wake-up follow', async () => {
+    const env = await createEnv({ workers: 2, pollInterval: POLLING_OFF });
+    await firstPollTick(env);
+    let runId = '';
+    const sent = await statementsDuring(env, async () => {
+      runId = await env.client.enqueue('held', { n: 1 });
+      const call = await probe.call(runId);
+      call.release('done');
+      await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toBe('done');
+    });
+    expect(sent).toContain('cyclone_enqueue_and_start');
+    expect(sent).not.toContain('cyclone_claim_steps');
+    expect(sent).not.toContain('cyclone_wake_queues');
+  });
+
+  it('leaves the job to the claim when an older one waits, so the queue keeps its order', async () => {
+    const producer = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
+    const older = await producer.client.enqueue('held', { n: 'older' });
+    // Polling off and the older job's wake-up went to no one: the worker is idle with a job waiting.
+    const worker = await replicaOf(producer, { workers: 1, pollInterval: POLLING_OFF });
+    const first = await probe.call(older, 0, 30_000);
+    first.release('older');
+    await expect(worker.client.result(older, { timeout: 10_000 })).resolves.toBe('older');
+
+    const waiting = await producer.client.enqueue('held', { n: 'waiting' });
+    const newer = await worker.client.enqueue('held', { n: 'newer' });
+    // The newer one was not started ahead of the one that waited: the claim its wake-up sent takes the older first.
+    const next = await probe.call(waiting, 0, 30_000);
+    expect(probe.calls.map((c) => c.runId)).not.toContain(newer);
+    next.release('waiting');
+    const last = await probe.call(newer);
+    last.release('newer');
+    await expect(worker.client.result(newer, { timeout: 10_000 })).resolves.toBe('newer');
+  });
+
+  it('starts nothing on a paused queue', async () => {
+    const env = await createEnv({ workers: 2, pollInterval: POLLING_OFF });
+    await firstPollTick(env);
+    expect(await env.client.pauseQueue('default')).toBe(true);
+    const runId = await env.client.enqueue('held', { n: 1 });
+    const [step] = await sql<{ state: string }>(env, 'SELECT state FROM cyclone_steps WHERE run_id = $1', [runId]);
+    expect(step.state).toBe('available');
+    expect(await env.client.resumeQueue('default')).toBe(true);
+    const call = await probe.call(runId);
+    call.release('resumed');
+    await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toBe('resumed');
+  });
+});
