@@ -14,6 +14,8 @@ export const FLOW_WORKER_SCRIPT = join(ROOT, '.build/test/flow/flow-worker.js');
 export const OUTAGE_APP_SCRIPT = join(ROOT, '.build/test/crash/outage-app.js');
 /** The code workflow worker (test/crash/workflow-worker.ts). */
 export const WORKFLOW_WORKER_SCRIPT = join(ROOT, '.build/test/crash/workflow-worker.js');
+/** The broker dispatch fault worker (test/crash/dispatch-worker.ts). */
+export const DISPATCH_WORKER_SCRIPT = join(ROOT, '.build/test/crash/dispatch-worker.js');
 
 export interface FleetSettings {
   databaseUrl: string;
@@ -22,6 +24,8 @@ export interface FleetSettings {
   slots: number;
   /** The workers report each pass of their loops, for `waitForPasses`. */
   reportPasses?: boolean;
+  /** The workers' `dispatch` option (broker dispatch, SPEC §17), passed as CRASH_DISPATCH; off when unset. */
+  dispatch?: Record<string, unknown>;
 }
 
 export interface WorkerProcess {
@@ -80,7 +84,7 @@ export class WorkerFleet {
   }
 
   spawn(extraEnv: Record<string, string> = {}): WorkerProcess {
-    const { databaseUrl, leaseTtlMs, pollMs, slots, reportPasses = false } = this.settings;
+    const { databaseUrl, leaseTtlMs, pollMs, slots, reportPasses = false, dispatch } = this.settings;
     // No --enable-source-maps: it adds most of a second to every start-up on a busy machine.
     const child = spawn(process.execPath, [this.script], {
       cwd: ROOT,
@@ -93,6 +97,7 @@ export class WorkerFleet {
         CRASH_POLL_MAX_MS: String(pollMs[1]),
         CRASH_SLOTS: String(slots),
         CRASH_REPORT_PASSES: String(reportPasses),
+        ...(dispatch ? { CRASH_DISPATCH: JSON.stringify(dispatch) } : {}),
         ...extraEnv,
       },
     });

@@ -4,7 +4,8 @@
  * { type: 'ready', pid, owner }, then, with CRASH_REPORT_PASSES=true,
  * { type: 'pass', loop, queue?, failed } as each pass of its loops ends (the
  * test kit's waitForPasses, across the process boundary), and the process
- * exits when the test's IPC channel closes.
+ * exits when the test's IPC channel closes. With CRASH_DISPATCH set (the
+ * `dispatch` option as JSON), the worker runs with broker dispatch on (SPEC §17).
  */
 import { NestFactory } from '@nestjs/core';
 import { CycloneStats, type CycloneModuleOptions } from 'cyclone-nestjs';
@@ -30,6 +31,7 @@ export function fleetWorkerOptions(script: string): CycloneModuleOptions {
     pollInterval: [setting('CRASH_POLL_MIN_MS', 50), setting('CRASH_POLL_MAX_MS', 200)],
     queues: { default: { workers: setting('CRASH_SLOTS', 3) } },
     shutdownTimeout: 1_000,
+    ...(process.env.CRASH_DISPATCH ? { dispatch: JSON.parse(process.env.CRASH_DISPATCH) as CycloneModuleOptions['dispatch'] } : {}),
   };
 }
 
