@@ -63,15 +63,24 @@ describeWithRedis(
         leaseTtl: '1s',
         dispatch: { redis: { url: redis.url } },
       });
+      // Jobs come from another client, so that the worker's own enqueues (started in its own statement) do not stand in for its claims.
+      const producer = await create({
+        runWorkers: false,
+        databaseUrl: env.databaseUrl,
+        isolate: false,
+        dispatch: { redis: { url: redis.url } },
+      });
       const health = env.app.get(CycloneHealthIndicator);
       const degraded = await health.isHealthy('cyclone');
       expect(degraded.cyclone).toMatchObject({ status: 'degraded', dispatch: { redis: 'down' } });
       // Work goes on meanwhile: the worker claims from PostgreSQL.
-      await expect(env.client.result(await env.client.enqueue('note', { key: 'during' }), { timeout: 20_000 })).resolves.toBe('during');
+      await expect(env.client.result(await producer.client.enqueue('note', { key: 'during' }), { timeout: 20_000 })).resolves.toBe(
+        'during',
+      );
 
       await redis.restart();
       await waitFor('Redis to be seen as up', async () => (env.app.get(CycloneStats).dispatch?.redisUp() ? true : undefined), 20_000);
-      const runId = await env.client.enqueue('note', { key: 'after' });
+      const runId = await producer.client.enqueue('note', { key: 'after' });
       await expect(env.client.result(runId, { timeout: 20_000 })).resolves.toBe('after');
       await waitFor('the outbox to be published', async () => {
         const [{ n }] = await sql<{ n: number }>(env, 'SELECT count(*)::int AS n FROM cyclone_outbox');

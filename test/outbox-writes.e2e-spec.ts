@@ -122,6 +122,12 @@ beforeEach(() => {
 const idleEnv = () => createEnv({ workflows, runWorkers: false });
 /** A client whose workers run the handlers. */
 const workingEnv = () => createEnv({ workflows, pollInterval: fastPoll });
+/**
+ * An enqueue-only client on the environment's database. Its enqueues reach
+ * the workers by a claim; a worker client's own would start the job in its
+ * own statement, perhaps before the test has marked where the outbox stood.
+ */
+const producerOf = (env: CycloneTestEnv) => createEnv({ workflows, runWorkers: false, databaseUrl: env.databaseUrl, isolate: false });
 
 /** Turns dispatch on for the environment's database, as a client with the dispatch option does. */
 async function dispatchOn(env: CycloneTestEnv): Promise<void> {
@@ -364,7 +370,7 @@ describe('the outbox row of every write that makes a step available (dispatch on
   it('a retry after backoff: the row is due at the retry\'s scheduled_at', async () => {
     const env = await workingEnv();
     await dispatchOn(env);
-    const runId = await env.client.enqueue('fails_once', {});
+    const runId = await (await producerOf(env)).client.enqueue('fails_once', {});
     const mark = await outboxMark(env);
     const waiting = await nodeWhen(env, runId, 'fails_once', 'available', 2);
     const [row] = await expectRowsFor(env, mark, [job(runId, 'fails_once')]);
@@ -375,7 +381,7 @@ describe('the outbox row of every write that makes a step available (dispatch on
   it('snooze: the row is due when the snooze ends', async () => {
     const env = await workingEnv();
     await dispatchOn(env);
-    const runId = await env.client.enqueue('snoozes_once', {});
+    const runId = await (await producerOf(env)).client.enqueue('snoozes_once', {});
     const mark = await outboxMark(env);
     await waitFor('the snooze', () => firstCalls.has(runId));
     const snoozed = await waitFor('the snoozed step', async () => {
@@ -556,8 +562,7 @@ describe('the outbox row of every write that makes a step available (dispatch on
   it('control: a claim, a completion, a final failure, a cancel and a pause write no row', async () => {
     const env = await workingEnv();
     await dispatchOn(env);
-    // Enqueued by another client: the workers' own enqueues would start them in the enqueue's statement, not by a claim.
-    const producer = await createEnv({ workflows, runWorkers: false, databaseUrl: env.databaseUrl, isolate: false });
+    const producer = await producerOf(env);
     const completes = await producer.client.enqueue('held', { n: 1 });
     const fails = await producer.client.enqueue('held', { n: 2 });
     const cancelled = await producer.client.enqueue('quick', {}, { processIn: '1h' });

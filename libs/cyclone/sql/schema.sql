@@ -200,6 +200,8 @@ ALTER SEQUENCE cyclone_outbox_id_seq OWNED BY cyclone_outbox.id;
 
 ALTER SEQUENCE cyclone_steps_id_seq OWNED BY cyclone_steps.id;
 
+CREATE INDEX cyclone_outbox_deferred ON cyclone_outbox USING btree (next_attempt_at) WHERE (next_attempt_at IS NOT NULL);
+
 CREATE INDEX cyclone_outbox_due ON cyclone_outbox USING btree (due_at, priority DESC, id);
 
 CREATE INDEX cyclone_outbox_step ON cyclone_outbox USING btree (step_id);
@@ -2276,6 +2278,15 @@ BEGIN
   RETURN p_run_id;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_timer_set()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  PERFORM pg_notify('cyclone_timer', '');
+  RETURN NULL;
+END $function$;
+
 CREATE OR REPLACE FUNCTION cyclone_unique_conflict(p_unique_key text, p_kind text, p_replace boolean, p_input jsonb, p_flow_key text, p_rate_key text, p_debounce_ms bigint)
  RETURNS TABLE(holder uuid, outcome text)
  LANGUAGE plpgsql
@@ -2368,6 +2379,10 @@ END $function$;
 CREATE TRIGGER cyclone_steps_dispatch_insert AFTER INSERT ON cyclone_steps FOR EACH ROW WHEN ((new.state = 'available'::text)) EXECUTE FUNCTION cyclone_dispatch_step();
 
 CREATE TRIGGER cyclone_steps_dispatch_update AFTER UPDATE OF state, scheduled_at ON cyclone_steps FOR EACH ROW WHEN (((new.state = 'available'::text) AND ((old.state <> 'available'::text) OR (old.scheduled_at <> new.scheduled_at)))) EXECUTE FUNCTION cyclone_dispatch_step();
+
+CREATE TRIGGER cyclone_steps_timer_insert AFTER INSERT ON cyclone_steps FOR EACH ROW WHEN ((new.wake_at IS NOT NULL)) EXECUTE FUNCTION cyclone_timer_set();
+
+CREATE TRIGGER cyclone_steps_timer_update AFTER UPDATE OF wake_at ON cyclone_steps FOR EACH ROW WHEN (((new.wake_at IS NOT NULL) AND (new.wake_at IS DISTINCT FROM old.wake_at))) EXECUTE FUNCTION cyclone_timer_set();
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (1, 'CycloneBaseline1764403200000');
 

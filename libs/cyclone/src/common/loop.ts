@@ -33,6 +33,8 @@ export class Loop {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private stopped = true;
+  /** A trigger arrived during a tick: the next tick runs at once. */
+  private again = false;
   /** When the last tick finished, for the health indicator. */
   lastTickAt: Date | null = null;
   lastError: string | null = null;
@@ -55,9 +57,13 @@ export class Loop {
     this.schedule(firstDelayMs);
   }
 
-  /** Runs a tick now unless one is running; used to react to events sooner. */
+  /** Runs a tick now, or right after the one running; used to react to events sooner. */
   trigger(): void {
-    if (this.stopped || this.running) return;
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
     clearTimeout(this.timer);
     void this.tick();
   }
@@ -93,7 +99,9 @@ export class Loop {
       });
     await this.running;
     this.running = undefined;
-    this.schedule(this.delayMs());
+    const again = this.again;
+    this.again = false;
+    this.schedule(again ? 0 : this.delayMs());
   }
 
   private unregister(): void {

@@ -79,7 +79,7 @@ export class DispatchService implements OnModuleInit, OnApplicationBootstrap, On
     this.stats.redisUp = () => this.link!.up;
     this.stats.pending = () => this.pending();
     cycloneStats.dispatch = this.stats;
-    this.publisher = new OutboxPublisher(database, this.link, this.stats, this.config.shards, options.pollIntervalMs, scheduler);
+    this.publisher = new OutboxPublisher(database, this.link, this.stats, this.config.shards, options.pollIntervalMs, scheduler, listener);
     const tick = dispatchTickMs(options);
     this.loop = new Loop('cyclone:dispatch', () => tick * (0.75 + Math.random() / 2), () => this.tick(), scheduler, (err) =>
       database.covers(err),
@@ -146,7 +146,6 @@ export class DispatchService implements OnModuleInit, OnApplicationBootstrap, On
     this.running = false;
     for (const fn of this.unsubscribe) fn();
     await Promise.all([this.loop!.stop(), this.publisher!.loop.stop()]);
-    await this.publisher!.idle();
   }
 
   onApplicationShutdown(): void {

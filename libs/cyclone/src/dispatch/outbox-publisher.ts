@@ -4,13 +4,17 @@ import { Loop } from '../common/loop.js';
 import { errorMessage } from '../common/error-message.js';
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { execute } from '../database/statement.js';
-import { DEFER_OUTBOX, DELETE_OUTBOX, NEXT_OUTBOX_DUE, RETRY_OUTBOX_NOW, TAKE_OUTBOX, type OutboxRow } from '../sql/dispatch.sql.js';
+import { DEFER_OUTBOX, DELETE_OUTBOX, OUTBOX_STATE, RETRY_OUTBOX_NOW, TAKE_OUTBOX, type OutboxRow } from '../sql/dispatch.sql.js';
+import type { NotificationListener } from '../notifications/notification-listener.js';
+import { quietDelay } from './dispatch-timing.js';
 import type { DispatchStats } from './dispatch-stats.js';
 import type { RedisLink } from './redis-link.js';
 import { streamKey } from './stream-keys.js';
 
 /** Rows a transaction takes: large enough that a backlog goes out in few round trips, small enough to hold few locks. */
 const BATCH = 500;
+/** A batch Redis refused although the link is up (it came back meanwhile, or refuses writes): tried again after this. */
+const RETRY_SOON_MS = 250;
 
 /**
  * The outbox's publisher (seed 004): in a transaction, takes due rows with
@@ -22,15 +26,17 @@ const BATCH = 500;
  * refusing: the rows are deferred with a backoff (DEFER_OUTBOX), and taken at
  * once when Redis is back.
  *
- * Woken by the NOTIFY the outbox's trigger sends, by the poll tick as a
- * fallback, and at the due time of the next delayed row. A wake-up during a
- * pass makes it run once more.
+ * Woken by the NOTIFY the outbox's trigger sends (and when its LISTEN
+ * connection comes back, since wake-ups were lost meanwhile), and at the due
+ * time of the next delayed or deferred row; otherwise it looks every few
+ * seconds (quietDelay), or at the poll interval while that connection is
+ * down. A look that finds nothing due is one statement, so an idle client
+ * sends the database next to nothing. A wake-up during a pass makes it run
+ * once more.
  */
 export class OutboxPublisher {
   private readonly logger = new Logger('Cyclone');
   readonly loop: Loop;
-  private publishing?: Promise<void>;
-  private again = false;
   private nextDueMs: number | null = null;
   private refusedLogged = false;
 
@@ -41,12 +47,14 @@ export class OutboxPublisher {
     private readonly shards: number,
     pollIntervalMs: [number, number],
     scheduler: SchedulerRegistry,
+    listener: NotificationListener,
   ) {
     const [min, max] = pollIntervalMs;
+    const poll = () => min + Math.random() * (max - min);
     this.loop = new Loop(
       'cyclone:outbox',
-      () => Math.min(min + Math.random() * (max - min), this.nextDueMs ?? Infinity),
-      () => this.publish(),
+      () => quietDelay(listener, poll, this.nextDueMs),
+      () => this.look(),
       scheduler,
       (err) => this.database.covers(err),
     );
@@ -55,37 +63,22 @@ export class OutboxPublisher {
     });
   }
 
-  /** Publishes now, or once more after the pass under way. */
+  /** Publishes now, or once more right after the pass under way. */
   wake(): void {
-    if (this.publishing) {
-      this.again = true;
-      return;
-    }
-    this.publishing = this.publish()
-      .catch((err: unknown) => {
-        if (!this.database.covers(err)) {
-          this.logger.warn(`Broker dispatch: publishing the outbox failed: ${errorMessage(err)}`);
-        }
-      })
-      .finally(() => {
-        this.publishing = undefined;
-        if (this.again) {
-          this.again = false;
-          this.wake();
-        }
-      });
+    this.loop.trigger();
   }
 
-  /** One pass: batches until the due rows are out. */
-  async publish(): Promise<void> {
+  /**
+   * One pass: reads whether rows are due and when the next will be, and
+   * publishes the due ones, batch after batch; then reads again, for the
+   * loop's next wait.
+   */
+  private async look(): Promise<void> {
+    const { rows } = await this.database.query(OUTBOX_STATE, []);
+    this.nextDueMs = rows[0].next_due_ms;
+    if (!rows[0].due) return;
     while ((await this.publishBatch()) === BATCH);
-    const { rows } = await this.database.query(NEXT_OUTBOX_DUE, []);
-    this.nextDueMs = rows[0].due_in_ms === null ? null : Math.max(rows[0].due_in_ms, 1);
-  }
-
-  /** Waits for a pass under way (at shutdown). */
-  async idle(): Promise<void> {
-    await this.publishing;
+    this.nextDueMs = (await this.database.query(OUTBOX_STATE, [])).rows[0].next_due_ms;
   }
 
   private publishBatch(): Promise<number> {
@@ -96,6 +89,8 @@ export class OutboxPublisher {
         await Promise.all(rows.map((row) => this.link.commands.xAdd(streamKey(row.queue, row.shard), '*', fields(row))));
       } catch (err) {
         await execute(client, DEFER_OUTBOX, [rows.map((row) => row.id)]);
+        // Redis came back while this batch was on its way (its return already reset the backoffs): again, shortly.
+        if (this.link.up) setTimeout(() => void this.retryNow(), RETRY_SOON_MS).unref();
         if (!this.refusedLogged) {
           this.refusedLogged = true;
           this.logger.warn(`Broker dispatch: Redis refused ${rows.length} message(s) (${errorMessage(err)}); they wait in the outbox`);

@@ -192,7 +192,9 @@ export class StreamConsumer {
         }
         // Messages read but not started stay pending and are reclaimed; the
         // outage is logged by the link (Redis) or the database's outage log.
-        if (!this.deps.database.covers(err)) this.setFallback(true);
+        // Only Redis away turns the claim on: a reader still connecting
+        // (the link is up) is waited for.
+        if (!this.deps.link.up) this.setFallback(true);
         await new Promise((resolve) => setTimeout(resolve, retryMs));
         retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
       }

@@ -3,7 +3,10 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
-import { DUE_TIMERS, FIRE_TIMER } from '../sql/timers.sql.js';
+import { DUE_TIMERS, FIRE_TIMER, NEXT_TIMER } from '../sql/timers.sql.js';
+import { TIMER_CHANNEL } from '../sql/names.js';
+import { NotificationListener } from '../notifications/notification-listener.js';
+import { quietDelay } from '../dispatch/dispatch-timing.js';
 import { Loop } from '../common/loop.js';
 import type { MaintenanceService } from './maintenance-service.js';
 
@@ -16,7 +19,11 @@ export type TimerOutcome = 'slept' | 'signal_timeout' | 'continued' | 'retry_due
 /**
  * Fires due timers: sleep nodes complete, signal waits past their timeout are
  * discarded (or continue). Its loop runs on every client, enqueue-only ones
- * too, at the poll interval, so timers need no leader. Each timer is fired by
+ * too, at the poll interval, so timers need no leader. With broker dispatch
+ * on, where idle clients are to send the database next to nothing, it sleeps
+ * instead until the next timer is due, and looks again whenever a timer is
+ * set anywhere (the NOTIFY of migration 15's trigger); it polls only while
+ * its LISTEN connection is down. Each timer is fired by
  * one call that locks the run, then the step, and re-checks that it is still
  * waiting and due: replicas firing the same timer, or a signal arriving at
  * the same moment, apply one outcome.
@@ -27,19 +34,28 @@ export class TimerSweeper implements MaintenanceService {
   readonly loop: Loop;
   readonly runsAtStartup = false;
 
+  /** With broker dispatch on: when the next timer is due, as the last pass read it. */
+  private nextDueMs: number | null = null;
+
   constructor(
     private readonly database: CycloneDatabase,
-    @Inject(CYCLONE_OPTIONS) options: ResolvedOptions,
+    @Inject(CYCLONE_OPTIONS) private readonly options: ResolvedOptions,
     @Inject(CYCLONE_SCHEDULER) scheduler: SchedulerRegistry,
+    listener: NotificationListener,
   ) {
     const [min, max] = options.pollIntervalMs;
+    const poll = () => min + Math.random() * (max - min);
     this.loop = new Loop(
       'cyclone:timers',
-      () => min + Math.random() * (max - min),
+      options.dispatch ? () => quietDelay(listener, poll, this.nextDueMs) : poll,
       async () => void (await this.fire()),
       scheduler,
       (err) => this.database.covers(err),
     );
+    if (options.dispatch) {
+      listener.on(TIMER_CHANNEL, () => this.loop.trigger());
+      listener.onReconnect(() => this.loop.trigger());
+    }
   }
 
   /** One pass; returns what each timer it fired did. */
@@ -52,6 +68,7 @@ export class TimerSweeper implements MaintenanceService {
       if (outcome) outcomes.push(outcome);
     }
     if (outcomes.length > 0) this.logger.debug(`Timers fired: ${outcomes.join(', ')}`);
+    if (this.options.dispatch) this.nextDueMs = (await this.database.query(NEXT_TIMER, [])).rows[0].due_in_ms;
     return outcomes;
   }
 }

@@ -63,13 +63,17 @@ export const DELETE_OUTBOX = statement<[ids: string[]]>(
   { prepared: true },
 );
 
-/** Redis refused the batch: each row is tried again after a backoff that doubles per attempt, up to 30 s. */
+/**
+ * Redis refused the batch: each row is tried again after a backoff that
+ * doubles per attempt, up to 10 s (and at once when a client sees Redis come
+ * back: RETRY_OUTBOX_NOW).
+ */
 export const DEFER_OUTBOX = statement<[ids: string[]]>(
   'cyclone_defer_outbox',
   /* sql */ `
 UPDATE cyclone_outbox
    SET attempts = attempts + 1,
-       next_attempt_at = now() + least(power(2, attempts) * 500, 30000) * interval '1 millisecond'
+       next_attempt_at = now() + least(power(2, attempts) * 500, 10000) * interval '1 millisecond'
  WHERE id = ANY ($1::bigint[])`,
 );
 
@@ -79,12 +83,21 @@ export const RETRY_OUTBOX_NOW = statement<[]>(
   /* sql */ `UPDATE cyclone_outbox SET next_attempt_at = NULL WHERE next_attempt_at IS NOT NULL`,
 );
 
-/** When the next row not yet due becomes due, so the publisher wakes for it rather than at the next poll. */
-export const NEXT_OUTBOX_DUE = statement<[], { due_in_ms: number | null }>(
-  'cyclone_next_outbox_due',
+/**
+ * Whether due rows wait to be published (the queues paused left out), and
+ * how long until the next row not yet due (a delayed step, or one waiting
+ * out a backoff) becomes due: the publisher's look when nothing woke it.
+ */
+export const OUTBOX_STATE = statement<[], { due: boolean; next_due_ms: number | null }>(
+  'cyclone_outbox_state',
   /* sql */ `
-SELECT (extract(epoch FROM min(due_at) - now()) * 1000)::float8 AS due_in_ms
-  FROM cyclone_outbox WHERE due_at > now()`,
+SELECT EXISTS (SELECT 1 FROM cyclone_outbox
+                WHERE due_at <= now() AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+                  AND queue NOT IN (SELECT queue FROM cyclone_paused_queues)) AS due,
+       (extract(epoch FROM least((SELECT min(due_at) FROM cyclone_outbox WHERE due_at > now()),
+                                 (SELECT min(next_attempt_at) FROM cyclone_outbox WHERE next_attempt_at > now()))
+                           - now()) * 1000)::float8 AS next_due_ms`,
+  { prepared: true },
 );
 
 /** The backlog: due rows, and how long the oldest has waited. */

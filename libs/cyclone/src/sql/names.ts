@@ -55,5 +55,7 @@ export const WAKE_CHANNEL = 'cyclone_wake';
 export const RUN_FINISHED_CHANNEL = 'cyclone_run_finished';
 /** NOTIFY channel that wakes the outbox publishers (broker dispatch); no payload. */
 export const OUTBOX_CHANNEL = 'cyclone_outbox';
-export const CHANNELS = [WAKE_CHANNEL, RUN_FINISHED_CHANNEL, OUTBOX_CHANNEL] as const;
+/** NOTIFY channel sent when a timer is set (a sleep, a signal wait's timeout); no payload. */
+export const TIMER_CHANNEL = 'cyclone_timer';
+export const CHANNELS = [WAKE_CHANNEL, RUN_FINISHED_CHANNEL, OUTBOX_CHANNEL, TIMER_CHANNEL] as const;
 export type Channel = (typeof CHANNELS)[number];

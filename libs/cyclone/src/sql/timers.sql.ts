@@ -13,6 +13,14 @@ SELECT run_id, id FROM cyclone_steps
  LIMIT $1`,
 );
 
+/** How long until the next timer not yet due, in ms; null when none is set. */
+export const NEXT_TIMER = statement<[], { due_in_ms: number | null }>(
+  'cyclone_next_timer',
+  /* sql */ `
+SELECT (extract(epoch FROM min(wake_at) - now()) * 1000)::float8 AS due_in_ms FROM cyclone_steps
+ WHERE wake_at IS NOT NULL AND state IN ('waiting_timer', 'waiting_signal') AND wake_at > now()`,
+);
+
 /** Fires one due timer (sql/functions/fire-timer.sql). */
 export const FIRE_TIMER = statement<[runId: string, id: string], { outcome: 'slept' | 'signal_timeout' | 'continued' | 'retry_due' | null }>(
   'cyclone_fire_timer',
