@@ -3,7 +3,8 @@
 -- (cyclone_insert_and_start); and, for broker dispatch, whose idle clients
 -- do not poll, a NOTIFY when a timer is set and an index on the outbox rows
 -- waiting out a backoff, so that the timer sweepers and the publishers can
--- sleep until their next row or timer is due.
+-- sleep until their next row or timer is due; the outbox's trigger no
+-- longer notifies inside the transactions of steps due now (dispatch-step.sql).
 
 -- Steps are locked first, as every migration that alters them does; the
 -- migrator's lock_timeout makes the migration give way to live workers and
@@ -12,6 +13,7 @@ LOCK TABLE cyclone_runs, cyclone_steps IN ACCESS EXCLUSIVE MODE;
 
 \ir ../sql/functions/insert-and-start.sql
 \ir ../sql/functions/timer-set.sql
+\ir ../sql/functions/dispatch-step.sql
 
 -- A write that sets no timer (an enqueue, a claim, a completion) fails the
 -- WHEN clauses without calling the function.

@@ -718,7 +718,9 @@ BEGIN
   END IF;
   INSERT INTO cyclone_outbox (step_id, run_id, queue, kind, node_type, priority, due_at)
   VALUES (NEW.id, NEW.run_id, NEW.queue, NEW.kind, NEW.node_type, NEW.priority, NEW.scheduled_at);
-  PERFORM pg_notify('cyclone_outbox', '');
+  IF NEW.scheduled_at > now() THEN
+    PERFORM pg_notify('cyclone_outbox', '');
+  END IF;
   RETURN NULL;
 END $function$;
 

@@ -17,7 +17,7 @@ import type { ResolvedDispatch, ResolvedOptions } from '../options/resolved-opti
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
-import { OUTBOX_CHANNEL } from '../sql/names.js';
+import { OUTBOX_CHANNEL, WAKE_CHANNEL } from '../sql/names.js';
 import { ACTIVATE_DISPATCH, ADVANCE_EPOCH, READ_EPOCH, REDISPATCH } from '../sql/dispatch.sql.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { retryDelay } from '../steps/retry-policy.js';
@@ -167,6 +167,9 @@ export class DispatchService implements OnModuleInit, OnApplicationBootstrap, On
     this.lastLostSweepAt = Date.now();
     this.running = true;
     this.unsubscribe.push(
+      // Every path that makes a step due now sends its queue's wake-up (in process too, for this client's
+      // own enqueues); only rows due later notify on the outbox's channel (dispatch-step.sql).
+      this.listener.on(WAKE_CHANNEL, () => this.publisher!.wake()),
       this.listener.on(OUTBOX_CHANNEL, () => this.publisher!.wake()),
       this.listener.onReconnect(() => this.publisher!.wake()),
       link.onChange((up) => {

@@ -201,6 +201,20 @@ export class QueueWorker {
     this.start(rows);
   }
 
+  /**
+   * How many messages to read beyond the free slots, under a backlog of
+   * short steps (see ClaimAhead): a read and its start statement take the
+   * place of a claim, and cost as much for one step as for many.
+   */
+  dispatchAhead(): number {
+    return this.ahead.size(this.slots);
+  }
+
+  /** A read of messages that found a backlog, and the start of their steps, took this long. */
+  dispatchTook(ms: number): void {
+    this.ahead.claimed(ms);
+  }
+
   /** While Redis is away (whenRedisDown 'claim'): claim the plain source's steps from the database again. */
   setClaimFallback(on: boolean): void {
     if (!this.plainSource) return;
