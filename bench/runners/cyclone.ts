@@ -181,7 +181,7 @@ export const dispatchedRunner: Runner = {
       .replace('tracing: false', 'dispatch: { redis: { url } }, tracing: false')
       .replace(
         'poll [100 ms, 1 s), NOTIFY wake-ups',
-        'steps read from a Redis stream with XREADGROUP; the outbox publisher woken by the queues' wake-ups, looking every 5 s when nothing woke it',
+        "steps read from a Redis stream with XREADGROUP; the outbox publisher woken by each queue's wake-up, looking every 5 s when nothing woke it",
       ),
   start: (options) => start(options, 'dispatched'),
 };
