@@ -31,6 +31,11 @@ const Chain = defineWorkflow<{ key: string }>('chain')
   .step('b', 'count', { after: ['a'] })
   .step('c', 'count', { after: ['b'] });
 
+const Nap = defineWorkflow<{ key: string }>('nap')
+  .step('before', 'count')
+  .sleep('nap', 300, { after: ['before'] })
+  .step('after', 'count', { after: ['nap'] });
+
 const { createEnv, replicaOf } = testEnvs([DispatchSteps], probe);
 
 /** Outbox rows and pending stream messages left behind: none once everything has settled. */
@@ -99,5 +104,17 @@ describeWithRedis('broker dispatch', () => {
     await env.client.result(runId, { timeout: 20_000 });
     expect(performance.now() - started).toBeLessThan(5_000);
     expect(calls.get('chain')).toBe(3);
+  });
+
+  it('fires a timer on time without polling: the sweeper sleeps until it is due, woken when it is set', async () => {
+    const redisUrl = await freshTestRedisUrl();
+    const env = await createEnv({ workers: 2, pollInterval: ['1m', '1m'], workflows: [Nap], dispatch: { redis: { url: redisUrl } } });
+    calls.clear();
+    const started = performance.now();
+    const runId = await env.client.start(Nap, { key: 'nap' });
+    await env.client.result(runId, { timeout: 20_000 });
+    // The 300 ms sleep and two steps: no poll tick (the next is a minute away), nor the sweeper's 5 s look.
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(calls.get('nap')).toBe(2);
   });
 });

@@ -3,7 +3,7 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import { CYCLONE_OPTIONS, CYCLONE_SCHEDULER } from '../cyclone.constants.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
-import { DUE_TIMERS, FIRE_TIMER, NEXT_TIMER } from '../sql/timers.sql.js';
+import { DUE_TIMERS, DUE_TIMERS_AND_NEXT, FIRE_TIMER } from '../sql/timers.sql.js';
 import { TIMER_CHANNEL } from '../sql/names.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { quietDelay } from '../dispatch/dispatch-timing.js';
@@ -60,15 +60,24 @@ export class TimerSweeper implements MaintenanceService {
 
   /** One pass; returns what each timer it fired did. */
   async fire(): Promise<TimerOutcome[]> {
-    const { rows } = await this.database.query(DUE_TIMERS, [TIMER_BATCH]);
+    const due = await this.dueTimers();
     const outcomes: TimerOutcome[] = [];
-    for (const { run_id, id } of rows) {
+    for (const { run_id, id } of due) {
       const { rows: fired } = await this.database.query(FIRE_TIMER, [run_id, id]);
       const outcome = fired[0].outcome;
       if (outcome) outcomes.push(outcome);
     }
     if (outcomes.length > 0) this.logger.debug(`Timers fired: ${outcomes.join(', ')}`);
-    if (this.options.dispatch) this.nextDueMs = (await this.database.query(NEXT_TIMER, [])).rows[0].due_in_ms;
     return outcomes;
+  }
+
+  /** The due timers; with broker dispatch on, read with when the next one falls due, in the same statement. */
+  private async dueTimers(): Promise<{ run_id: string; id: string }[]> {
+    if (!this.options.dispatch) return (await this.database.query(DUE_TIMERS, [TIMER_BATCH])).rows;
+    const { rows } = await this.database.query(DUE_TIMERS_AND_NEXT, [TIMER_BATCH]);
+    const due = rows.filter((row): row is { run_id: string; id: string; due_in_ms: null } => row.id !== null);
+    // A full batch leaves more due: the next pass comes at once.
+    this.nextDueMs = due.length === TIMER_BATCH ? 0 : rows[rows.length - 1].due_in_ms;
+    return due;
   }
 }

@@ -13,11 +13,23 @@ SELECT run_id, id FROM cyclone_steps
  LIMIT $1`,
 );
 
-/** How long until the next timer not yet due, in ms; null when none is set. */
-export const NEXT_TIMER = statement<[], { due_in_ms: number | null }>(
-  'cyclone_next_timer',
+/**
+ * DUE_TIMERS, then one more row (run_id and id null) saying how long until
+ * the next timer not yet due (null when none is set): the sweeper with
+ * broker dispatch on, which sleeps until then, reads both in one statement.
+ */
+export const DUE_TIMERS_AND_NEXT = statement<
+  [limit: number],
+  { run_id: string | null; id: string | null; due_in_ms: number | null }
+>(
+  'cyclone_due_timers_and_next',
   /* sql */ `
-SELECT (extract(epoch FROM min(wake_at) - now()) * 1000)::float8 AS due_in_ms FROM cyclone_steps
+(SELECT run_id, id, NULL::float8 AS due_in_ms FROM cyclone_steps
+  WHERE wake_at IS NOT NULL AND state IN ('waiting_timer', 'waiting_signal') AND wake_at <= now()
+  ORDER BY wake_at
+  LIMIT $1)
+UNION ALL
+SELECT NULL, NULL, (extract(epoch FROM min(wake_at) - now()) * 1000)::float8 FROM cyclone_steps
  WHERE wake_at IS NOT NULL AND state IN ('waiting_timer', 'waiting_signal') AND wake_at > now()`,
 );
 
