@@ -1,4 +1,4 @@
-import { describe, it } from '@jest/globals';
+import { describe } from '@jest/globals';
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -141,20 +141,9 @@ export function redisTestsEnabled(options: { ownServer?: boolean } = {}): boolea
   return false;
 }
 
-/** `describe`, or where Redis is missing `describe.skip`, its name saying so and the line above it why. */
+/** `describe`, or where Redis is missing a skipped one, as the browser tests do (the line above it says why). */
 export function describeWithRedis(name: string, fn: () => void, options: { ownServer?: boolean } = {}): void {
-  if (redisTestsEnabled(options)) describe(name, fn);
-  else describe.skip(`${name} (skipped: no Redis)`, fn);
-}
-
-/** `it`, or where Redis is missing `it.skip`, its name saying so and the line above it why. */
-export function itWithRedis(
-  name: string,
-  fn: Parameters<typeof it>[1],
-  options: { ownServer?: boolean; timeout?: number } = {},
-): void {
-  if (redisTestsEnabled(options)) it(name, fn, options.timeout);
-  else it.skip(`${name} (skipped: no Redis)`, fn);
+  (redisTestsEnabled(options) ? describe : describe.skip)(name, fn);
 }
 
 /**
