@@ -234,7 +234,7 @@ export class StreamConsumer {
         this.ack(delivery);
         continue;
       }
-      if (message.type !== 'workflow' && this.worker.dispatchedKinds.includes(message.kind)) {
+      if (message.type !== 'workflow' && this.worker.plainKinds.includes(message.kind)) {
         toStart.push({ delivery, message });
         continue;
       }
@@ -264,7 +264,7 @@ export class StreamConsumer {
 
   private async startSteps(runIds: string[], ids: string[]): Promise<ClaimedStep[]> {
     const { owner, leaseTtlMs } = this.deps;
-    const kinds = this.worker.dispatchedKinds;
+    const kinds = [...this.worker.plainKinds];
     return (await this.deps.database.query(START_DISPATCHED, [runIds, ids, kinds, owner, leaseTtlMs, this.deps.defaultRetryDelayMs]))
       .rows;
   }

@@ -34,12 +34,12 @@ export class LocalWorkers {
   /** Holds slots for up to `jobs` due jobs of `queue` and `kinds`, or undefined when no worker here can take them now. */
   reserve(queue: string, kinds: readonly string[], jobs: number): LocalStart | undefined {
     const worker = this.workers.get(queue);
-    if (!worker || !kinds.every((kind) => worker.startsLocally(kind))) return undefined;
+    if (!worker || !kinds.every((kind) => worker.plainKinds.includes(kind))) return undefined;
     const limit = worker.reserve(jobs);
     if (limit === 0) return undefined;
     return {
       queue,
-      kinds: [...new Set(kinds)],
+      kinds: [...kinds],
       limit,
       started: (rows) => worker.startReserved(limit, rows),
     };

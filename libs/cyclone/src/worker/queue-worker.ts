@@ -75,13 +75,15 @@ export class QueueWorker {
   private readonly workflowSteps = new Map<string, RegisteredStep>();
   /** With broker dispatch: the plain source, claimed from only while Redis is away. */
   private readonly plainSource?: ClaimSource;
-  /** The kinds whose steps dispatch messages start by id: the plain source's, with broker dispatch on. */
-  readonly dispatchedKinds: string[] = [];
+  /**
+   * The kinds of the plain claim (none on a capped queue): the ones an
+   * enqueue here may start in this worker (LocalWorkers) and, with broker
+   * dispatch on, the ones dispatch messages start by id (StreamConsumer).
+   */
+  readonly plainKinds: readonly string[] = [];
   /** Told when a step's attempt is over (its outcome written, or not: 'unrecorded') or when it was handed back. */
   onSettled?: (stepId: string, outcome: string) => void;
   private slotWaiters: (() => void)[] = [];
-  /** The kinds of the plain source, which an enqueue here may start in this worker (see LocalWorkers). */
-  private readonly plainKinds = new Set<string>();
   /** Slots held for enqueues on their way (LocalWorkers). */
   private reserved = 0;
 
@@ -100,13 +102,11 @@ export class QueueWorker {
     if (unlimited.length > 0 || (steps.length === 0 && workflows.length === 0)) {
       if (queueCap !== null) {
         this.sources.push(new FlowSource(ctx, unlimited, undefined));
-      } else if (dispatched) {
-        for (const kind of unlimited) this.plainKinds.add(kind);
-        this.plainSource = new PlainSource(ctx, unlimited);
-        this.dispatchedKinds = unlimited;
       } else {
-        for (const kind of unlimited) this.plainKinds.add(kind);
-        this.sources.push(new PlainSource(ctx, unlimited));
+        this.plainKinds = unlimited;
+        const plain = new PlainSource(ctx, unlimited);
+        if (dispatched) this.plainSource = plain;
+        else this.sources.push(plain);
       }
     }
     for (const step of steps) if (step.flow) this.sources.push(new FlowSource(ctx, [step.kind], step.flow));
@@ -160,11 +160,6 @@ export class QueueWorker {
   /** Slots with neither a handler running, nor a step at hand to start, nor an enqueue's job on its way. */
   freeSlots(): number {
     return this.stopped ? 0 : this.slots - this.busy - this.ready.length - this.reserved;
-  }
-
-  /** Whether an enqueue here may start a job of this kind in this worker: a kind of its plain claim. */
-  startsLocally(kind: string): boolean {
-    return this.plainKinds.has(kind);
   }
 
   /**
