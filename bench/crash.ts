@@ -23,8 +23,9 @@ export interface CrashParams {
   processes: number;
   /** Worker slots per process. */
   workersPerProcess: number;
-  /** Handler duration. */
+  /** Handler duration; with `jobMsMax`, the shortest of a uniform spread up to it. */
   jobMs: number;
+  jobMsMax?: number;
   killEveryMs: number;
   /** Kills happen during this first part of the run; then the workers are left to finish. */
   killPhaseMs: number;
@@ -32,7 +33,7 @@ export interface CrashParams {
   stallMs: number;
   /** Hard limit of the whole run. */
   maxRunMs: number;
-  /** Jobs enqueued one at a time during the run by a producer process of their own, `intervalMs` apart. */
+  /** Jobs enqueued one at a time during the run by a producer process of their own, one every `intervalMs`. */
   produce?: { jobs: number; intervalMs: number };
   /**
    * Database faults, in ms from the start of the run: the system's LISTEN
@@ -84,11 +85,14 @@ export interface CrashResult {
   workerExits: number;
   produced?: ProducerReport & { refusedButCommitted: number | null };
   faults?: { listenersKilled: number; serverDownMs: number; serverStartMs: number; drainAfterServerBackMs: number | null };
+  /** The producer's jobs: from the enqueue call to the first call of their handler, through the kills and the faults. */
+  pickup?: { jobs: number; p50Ms: number; p95Ms: number; p99Ms: number; maxMs: number };
 }
 
 const BENCH_TABLES = /* sql */ `
 CREATE TABLE IF NOT EXISTS bench_invocations (
-  run_id text NOT NULL, token bigint NOT NULL, pid int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  run_id text NOT NULL, token bigint NOT NULL, pid int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  sent_at double precision);
 CREATE INDEX IF NOT EXISTS bench_invocations_run ON bench_invocations (run_id, at);
 CREATE TABLE IF NOT EXISTS bench_effects (run_id text PRIMARY KEY, token bigint NOT NULL, applies int NOT NULL);
 CREATE TABLE IF NOT EXISTS bench_rejects (run_id text NOT NULL, token bigint NOT NULL, pid int NOT NULL);
@@ -113,13 +117,14 @@ export async function crashWorker(runner: Runner, ctx: ChildContext, p: CrashPar
     workers: p.workersPerProcess,
     poolSize: 10,
     crash: true,
-    handler: async (_payload, meta) => {
-      await effects.query('/* bench */ INSERT INTO bench_invocations (run_id, token, pid) VALUES ($1, $2, $3)', [
-        meta.runId,
-        meta.token,
-        process.pid,
-      ]);
-      await sleep(p.jobMs);
+    handler: async (payload, meta) => {
+      // The handler's first line: when a produced job was picked up (the producer's clock is this machine's).
+      const startedAt = wallClock();
+      await effects.query(
+        '/* bench */ INSERT INTO bench_invocations (run_id, token, pid, at, sent_at) VALUES ($1, $2, $3, to_timestamp($4 / 1000.0), $5)',
+        [meta.runId, meta.token, process.pid, startedAt, payload.sentAt ?? null],
+      );
+      await sleep(p.jobMsMax === undefined ? p.jobMs : p.jobMs + Math.random() * (p.jobMsMax - p.jobMs));
       // The side effect, fenced: a write carrying a token not above the last accepted one is refused.
       const { rowCount } = await effects.query(
         `/* bench */ INSERT INTO bench_effects (run_id, token, applies) VALUES ($1, $2, 1)
@@ -151,10 +156,12 @@ export async function crashProducer(runner: Runner, ctx: ChildContext, p: CrashP
   process.once('SIGTERM', () => (stopping = true));
   process.stdout.write('READY -\n');
   const report: ProducerReport = { attempted: 0, ok: 0, refused: {}, unknownIds: [] };
+  // A steady rate: each enqueue at its time, or at once when the one before ran late.
+  const t0 = performance.now();
   for (let i = 0; i < produce.jobs && !stopping; i++) {
     report.attempted += 1;
     try {
-      await handle.enqueue({ i: p.jobs + i });
+      await handle.enqueue({ i: p.jobs + i, sentAt: wallClock() });
       report.ok += 1;
     } catch (err) {
       const key = errorKey(err);
@@ -162,11 +169,14 @@ export async function crashProducer(runner: Runner, ctx: ChildContext, p: CrashP
       const ids = (err as { runIds?: unknown }).runIds;
       if (Array.isArray(ids)) report.unknownIds.push(...ids.map(String));
     }
-    await sleep(produce.intervalMs);
+    await sleep(t0 + (i + 1) * produce.intervalMs - performance.now());
   }
   process.stdout.write(`RESULT ${JSON.stringify(report)}\n`);
   await handle.stop().catch(() => undefined);
 }
+
+/** Epoch milliseconds, with the monotonic clock's resolution. */
+const wallClock = () => performance.timeOrigin + performance.now();
 
 /** An error as the producer's report counts it: its class and its code, else the start of its message. */
 function errorKey(err: unknown): string {
@@ -427,6 +437,11 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
   const invokedRuns = await q('SELECT count(DISTINCT run_id) AS n FROM bench_invocations');
   const appliedTwice = await q('SELECT count(*) AS n FROM bench_effects WHERE applies > 1');
   const fencingRejected = await q('SELECT count(*) AS n FROM bench_rejects');
+  const { rows: pickups } = await client.query<{ ms: number }>(
+    `SELECT extract(epoch FROM min(at)) * 1000 - min(sent_at) AS ms FROM bench_invocations
+      WHERE sent_at IS NOT NULL GROUP BY run_id`,
+  );
+  const pickupMs = pickups.map((r) => Number(r.ms));
   await pool.end();
   const stranded = strandedSets.reduce((a, s) => a + s.open.size, 0) + freedAfter.length;
   const measurable = runner.crash.measurable;
@@ -455,6 +470,17 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
     ...(measurable === true ? {} : { claimableNote: measurable }),
     workerExits,
     ...(producerReport ? { produced: { ...producerReport, unknownIds: [], refusedButCommitted } } : {}),
+    ...(pickupMs.length > 0
+      ? {
+          pickup: {
+            jobs: pickupMs.length,
+            p50Ms: percentile(pickupMs, 50),
+            p95Ms: percentile(pickupMs, 95),
+            p99Ms: percentile(pickupMs, 99),
+            maxMs: Math.max(...pickupMs),
+          },
+        }
+      : {}),
     ...(p.faults
       ? {
           faults: {

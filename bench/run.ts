@@ -152,25 +152,27 @@ function workloadParams(quick: boolean, args?: Args): Record<WorkloadName, Workl
 }
 
 function crashParams(quick: boolean, faults: boolean): CrashParams {
-  return {
-    jobs: quick ? 1_500 : 5_000,
+  const base = {
     processes: 3,
     workersPerProcess: 10,
-    jobMs: 100,
-    killEveryMs: 2_000,
     killPhaseMs: quick ? 10_000 : 30_000,
     stallMs: 15_000,
     maxRunMs: quick ? 120_000 : 240_000,
-    ...(faults
-      ? {
-          // The outside fault test: jobs enqueued one by one through it all, every LISTEN backend
-          // terminated, and the server crashed and restarted, all during the kills.
-          produce: { jobs: quick ? 1_000 : 8_000, intervalMs: 5 },
-          faults: quick
-            ? { listenKillAtMs: 3_000, restartAtMs: 5_000, downMs: 2_000 }
-            : { listenKillAtMs: 10_000, restartAtMs: 15_000, downMs: 3_000 },
-        }
-      : {}),
+  };
+  if (!faults) return { ...base, jobs: quick ? 1_500 : 5_000, jobMs: 100, killEveryMs: 2_000 };
+  // The outside fault run's shape: a steady 150 jobs/s of 20–200 ms handlers enqueued one by one
+  // through it all (with a small backlog at the start, so the first kills strand jobs), a worker
+  // SIGKILLed every 3 s, every LISTEN backend terminated, and the server crashed and restarted.
+  return {
+    ...base,
+    jobs: quick ? 300 : 1_000,
+    jobMs: 20,
+    jobMsMax: 200,
+    killEveryMs: 3_000,
+    produce: { jobs: quick ? 1_800 : 5_400, intervalMs: 1_000 / 150 },
+    faults: quick
+      ? { listenKillAtMs: 3_000, restartAtMs: 5_000, downMs: 2_000 }
+      : { listenKillAtMs: 10_000, restartAtMs: 15_000, downMs: 3_000 },
   };
 }
 
@@ -347,6 +349,7 @@ async function main(): Promise<void> {
           log(
             `W5 ${system}: lost ${r.lost}, unfinished ${r.unfinished}, applied twice ${r.appliedTwice}, extra invocations ${r.extraInvocations}, ` +
               `kill→claimable p50 ${r.killToClaimableP50Ms.toFixed(0)} ms p99 ${r.killToClaimableP99Ms.toFixed(0)} ms ` +
+              (r.pickup ? `pickup p50 ${r.pickup.p50Ms.toFixed(1)} ms p95 ${r.pickup.p95Ms.toFixed(1)} ms p99 ${r.pickup.p99Ms.toFixed(1)} ms ` : '') +
               `(${r.strandedFreed}/${r.stranded} stranded jobs freed), ${r.kills} kills` +
               (r.error ? ` — ${r.error}` : ''),
           );

@@ -187,7 +187,8 @@ export function renderMarkdown(r: BenchReport): string {
   if (r.crash.length) {
     const cp = r.crashParams;
     out.push(
-      `**W5 crash** — ${cp.jobs.toLocaleString('en-US')} jobs of ${cp.jobMs} ms, ${cp.processes} worker processes × ${cp.workersPerProcess} workers; ` +
+      `**W5 crash** — ${cp.jobs.toLocaleString('en-US')} jobs of ${cp.jobMsMax === undefined ? cp.jobMs : `${cp.jobMs}–${cp.jobMsMax}`} ms, ` +
+        `${cp.processes} worker processes × ${cp.workersPerProcess} workers; ` +
         `during the first ${cp.killPhaseMs / 1000} s of the run the process that has been up longest is SIGKILLed every ${cp.killEveryMs / 1000} s ` +
         `and a new one started at once; then the workers are left to finish. Each handler records its invocation, ` +
         `then writes a side effect keyed by job and fenced by the job's token (Cyclone: fencingToken; pg-boss: retryCount; ` +
@@ -223,14 +224,14 @@ export function renderMarkdown(r: BenchReport): string {
       const f = cp.faults;
       out.push(
         `**W5 database faults**, in the same run: ${cp.produce.jobs.toLocaleString('en-US')} more jobs enqueued one at a time ` +
-          `(${cp.produce.intervalMs} ms apart) by a producer process of the system's; at ${f.listenKillAtMs / 1000} s every LISTEN backend ` +
+          `(${fmt(1000 / cp.produce.intervalMs)} a second, each at its time) by a producer process of the system's; at ${f.listenKillAtMs / 1000} s every LISTEN backend ` +
           `of the system is terminated (pg_terminate_backend); at ${f.restartAtMs / 1000} s the server is crashed (SIGQUIT to the ` +
           `postmaster: no checkpoint, crash recovery at the next start) and started again ${f.downMs / 1000} s later. No worker ` +
           'process is killed while the server is down. A system survives when no worker process exits on its own and every job it accepted completes once.',
       );
       out.push('');
-      out.push('| system | LISTEN backends terminated | server down, start | enqueues: returned / refused | refused, by error | refused but committed | worker processes that exited on their own | lost | unfinished | applied twice | drain after the server was back |');
-      out.push('| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+      out.push('| system | LISTEN backends terminated | server down, start | enqueues: returned / refused | refused, by error | refused but committed | worker processes that exited on their own | lost | unfinished | applied twice | drain after the server was back | pickup p50 / p95 / p99 |');
+      out.push('| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
       for (const c of r.crash) {
         if (!c.faults || !c.produced) continue;
         const refused = Object.values(c.produced.refused).reduce((a, b) => a + b, 0);
@@ -242,14 +243,15 @@ export function renderMarkdown(r: BenchReport): string {
         out.push(
           `| ${LABEL[c.system]} | ${c.faults.listenersKilled} | ${fmt(c.faults.serverDownMs / 1000)} s, ${fmt(c.faults.serverStartMs / 1000)} s | ` +
             `${c.produced.ok} / ${refused} | ${byError || '—'} | ${c.produced.refusedButCommitted ?? 'not knowable'} | ${c.workerExits} | ` +
-            `${c.lost} | ${c.unfinished} | ${c.appliedTwice} | ${drain} |`,
+            `${c.lost} | ${c.unfinished} | ${c.appliedTwice} | ${drain} | ${pickup(c.pickup)} |`,
         );
       }
       out.push('');
       out.push(
         '"Refused but committed": enqueues whose caller got an error although the job was written (the connection dropped after the commit); ' +
           "Cyclone's OutcomeUnknownError carries the run ids, which are looked up; the peers' errors carry none. " +
-          'Drain: from the server accepting connections again until every job was done.',
+          'Drain: from the server accepting connections again until every job was done. ' +
+          "Pickup: each produced job's wait from the producer's enqueue call to its handler's first line, through the kills and the faults.",
       );
       out.push('');
     }
@@ -555,4 +557,9 @@ function renderFleet(fleet: { params: FleetParams; runs: FleetResult[] }, reps: 
   }
   out.push('');
   return out;
+}
+
+/** A W5 run's pickup waits, as a table cell. */
+function pickup(p: { p50Ms: number; p95Ms: number; p99Ms: number } | undefined): string {
+  return p ? `${fmt(p.p50Ms)} / ${fmt(p.p95Ms)} / ${fmt(p.p99Ms)} ms` : '—';
 }

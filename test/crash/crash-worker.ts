@@ -17,6 +17,7 @@ import { Module } from '@nestjs/common';
 import { CycloneModule } from 'cyclone-nestjs';
 import { BackoffSteps, HangFlow } from './backoff-steps.js';
 import { CrashSteps } from './crash-steps.js';
+import { PickupSteps } from './pickup-steps.js';
 import { fleetWorkerOptions, setting, startWorkerProcess } from './worker-process.js';
 
 @Module({
@@ -28,7 +29,7 @@ import { fleetWorkerOptions, setting, startWorkerProcess } from './worker-proces
       workflows: [HangFlow],
     }),
   ],
-  providers: [CrashSteps, BackoffSteps],
+  providers: [CrashSteps, BackoffSteps, PickupSteps],
 })
 class CrashWorkerModule {}
 

@@ -569,6 +569,12 @@ BEGIN
        AND c.run_id >= v_low
      ORDER BY c.priority DESC LIMIT 1;
   END LOOP;
+  IF cardinality(v_ids) < p_limit AND EXISTS (
+       SELECT 1 FROM cyclone_steps c
+        WHERE c.lease_expiry > now() AND c.lease_expiry <= now() + interval '3 seconds'
+          AND c.state = 'running' AND c.queue = p_queue AND c.lease_owner <> p_owner AND c.run_id >= v_low) THEN
+    PERFORM pg_notify('cyclone_idle', p_queue);
+  END IF;
   IF cardinality(v_ids) = 0 THEN
     RETURN;
   END IF;
@@ -2415,5 +2421,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (13, 'CycloneCodeWo
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (14, 'CycloneBrokerDispatch1766131200000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (15, 'CycloneLocalStart1766217600000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (16, 'CycloneLendAhead1766304000000');
 
 SELECT cyclone_ensure_partitions(3);

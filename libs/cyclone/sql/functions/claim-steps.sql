@@ -30,6 +30,14 @@
 --
 -- Every scan reads only the months from cyclone_claim_floor on, which hold
 -- every step that can be claimed (live-months.sql).
+--
+-- A claim that came back with fewer steps than it asked for, while another
+-- client holds steps of the queue claimed ahead of its slots, asks for them
+-- with a NOTIFY on cyclone_idle (the queue as payload): that client hands
+-- back those still waiting for a slot, so no step waits in a busy worker
+-- while this one has room. Steps claimed ahead are leased for at most 3 s
+-- (the client's aheadTimes); a lease that ends within 3 s is the sign of
+-- them. Other leases that end soon only cost a NOTIFY that frees nothing.
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
                                                p_lease_ttl_ms bigint)
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
@@ -73,6 +81,12 @@ BEGIN
        AND c.run_id >= v_low
      ORDER BY c.priority DESC LIMIT 1;
   END LOOP;
+  IF cardinality(v_ids) < p_limit AND EXISTS (
+       SELECT 1 FROM cyclone_steps c
+        WHERE c.lease_expiry > now() AND c.lease_expiry <= now() + interval '3 seconds'
+          AND c.state = 'running' AND c.queue = p_queue AND c.lease_owner <> p_owner AND c.run_id >= v_low) THEN
+    PERFORM pg_notify('cyclone_idle', p_queue);
+  END IF;
   IF cardinality(v_ids) = 0 THEN
     RETURN;
   END IF;

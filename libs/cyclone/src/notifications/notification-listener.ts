@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import pg from 'pg';
-import { OUTBOX_CHANNEL, RUN_FINISHED_CHANNEL, TIMER_CHANNEL, WAKE_CHANNEL, type Channel } from '../sql/names.js';
+import { IDLE_CHANNEL, OUTBOX_CHANNEL, RUN_FINISHED_CHANNEL, TIMER_CHANNEL, WAKE_CHANNEL, type Channel } from '../sql/names.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { WAKE_QUEUES } from '../sql/enqueue.sql.js';
 import { execute } from '../database/statement.js';
@@ -31,6 +31,7 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
     [RUN_FINISHED_CHANNEL, new Set()],
     [OUTBOX_CHANNEL, new Set()],
     [TIMER_CHANNEL, new Set()],
+    [IDLE_CHANNEL, new Set()],
   ]);
   private readonly reconnectSubscribers = new Set<() => void>();
   private client?: pg.Client;
@@ -118,7 +119,7 @@ export class NotificationListener implements OnApplicationBootstrap, BeforeAppli
       await client.connect();
       // The outbox's and the timers' wake-ups are for clients with broker dispatch on (which do not poll).
       await client.query(
-        `LISTEN ${WAKE_CHANNEL}; LISTEN ${RUN_FINISHED_CHANNEL}` +
+        `LISTEN ${WAKE_CHANNEL}; LISTEN ${RUN_FINISHED_CHANNEL}; LISTEN ${IDLE_CHANNEL}` +
           (this.options.dispatch ? `; LISTEN ${OUTBOX_CHANNEL}; LISTEN ${TIMER_CHANNEL}` : ''),
       );
       ownPid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;

@@ -84,6 +84,11 @@ export class CycloneBrokerDispatch1766131200000 extends sqlMigration(
   '0014-broker-dispatch',
 ) {}
 export class CycloneLocalStart1766217600000 extends sqlMigration(15, 'CycloneLocalStart1766217600000', '0015-local-start') {}
+export class CycloneLendAhead1766304000000 extends sqlMigration(
+  16,
+  'CycloneLendAhead1766304000000',
+  '0016-lend-ahead',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -106,6 +111,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneCodeWorkflows1766044800000,
   CycloneBrokerDispatch1766131200000,
   CycloneLocalStart1766217600000,
+  CycloneLendAhead1766304000000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

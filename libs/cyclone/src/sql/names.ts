@@ -57,5 +57,10 @@ export const RUN_FINISHED_CHANNEL = 'cyclone_run_finished';
 export const OUTBOX_CHANNEL = 'cyclone_outbox';
 /** NOTIFY channel sent when a timer is set (a sleep, a signal wait's timeout); no payload. */
 export const TIMER_CHANNEL = 'cyclone_timer';
-export const CHANNELS = [WAKE_CHANNEL, RUN_FINISHED_CHANNEL, OUTBOX_CHANNEL, TIMER_CHANNEL] as const;
+/**
+ * NOTIFY channel a claim sends when it left a free slot empty while another
+ * client holds steps of the queue claimed ahead; the payload is the queue name.
+ */
+export const IDLE_CHANNEL = 'cyclone_idle';
+export const CHANNELS = [WAKE_CHANNEL, RUN_FINISHED_CHANNEL, OUTBOX_CHANNEL, TIMER_CHANNEL, IDLE_CHANNEL] as const;
 export type Channel = (typeof CHANNELS)[number];

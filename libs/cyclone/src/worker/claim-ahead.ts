@@ -1,6 +1,19 @@
 /** At most this many steps a slot are claimed ahead. */
 const AHEAD_PER_SLOT = 3;
 
+/** The lease of a step claimed ahead by the plain claim, at most (never more than the lease TTL). */
+const AHEAD_LEASE_MS = 3_000;
+
+/**
+ * How long a step claimed ahead is leased for, and how long it may wait at
+ * hand for a slot: a third of that, so that one started at the last moment
+ * still has two thirds of its lease for its first renewal to land.
+ */
+export function aheadTimes(leaseTtlMs: number): { leaseMs: number; maxWaitMs: number } {
+  const leaseMs = Math.min(leaseTtlMs, AHEAD_LEASE_MS);
+  return { leaseMs, maxWaitMs: leaseMs / 3 };
+}
+
 /** Weight of the newest sample in the moving averages. */
 const WEIGHT = 0.2;
 

@@ -3,11 +3,14 @@ import { CLAIM_FLOW, CLAIM_STEPS, type ClaimedStep } from '../sql/claim.sql.js';
 import { CLAIM_WORKFLOWS } from '../sql/code-workflow.sql.js';
 import type { RegisteredWorkflow } from '../workflow/code/registered-workflow.js';
 import { isKeyed, type FlowLimits } from '../steps/flow-limits.js';
+import { aheadTimes } from './claim-ahead.js';
 
 /** What one claim of a source gave: the started steps, and whether a limit held due work back. */
 export interface SourceClaim {
   rows: ClaimedStep[];
   heldBack: boolean;
+  /** With steps claimed ahead: every row is leased for the short lease of those (aheadTimes). */
+  shortLease?: boolean;
 }
 
 /**
@@ -25,7 +28,8 @@ export interface ClaimSource {
    * limit. (A concurrency limit counts what is leased, so it holds.)
    */
   readonly claimsAhead: boolean;
-  claim(limit: number): Promise<SourceClaim>;
+  /** Claims up to `limit` steps, of which the first `free` start at once (the rest are claimed ahead). */
+  claim(limit: number, free: number): Promise<SourceClaim>;
 }
 
 export interface ClaimContext {
@@ -37,19 +41,32 @@ export interface ClaimContext {
   queueCap: number | null;
 }
 
-/** The kinds without limits of a queue without a cap: the plain claim. */
+/**
+ * The kinds without limits of a queue without a cap: the plain claim. A
+ * claim that takes steps ahead of the free slots leases all of its steps
+ * briefly (aheadTimes): under a backlog of short steps they are done long
+ * before that lease ends, and a worker that dies holding them leaves them to
+ * the recovery sweep within seconds, not after a whole lease TTL. A claim
+ * that comes back short asks other clients for the steps they hold ahead
+ * (claim-steps.sql).
+ */
 export class PlainSource implements ClaimSource {
   readonly claimsAhead = true;
+  private readonly aheadLeaseMs: number;
 
   constructor(
     private readonly ctx: ClaimContext,
     private readonly kinds: string[],
-  ) {}
+  ) {
+    this.aheadLeaseMs = aheadTimes(ctx.leaseTtlMs).leaseMs;
+  }
 
-  async claim(limit: number): Promise<SourceClaim> {
+  async claim(limit: number, free: number): Promise<SourceClaim> {
     const { database, queue, owner, leaseTtlMs } = this.ctx;
-    const { rows } = await database.query(CLAIM_STEPS, [queue, this.kinds, limit, owner, leaseTtlMs]);
-    return { rows, heldBack: false };
+    const shortLease = limit > free;
+    const leaseMs = shortLease ? this.aheadLeaseMs : leaseTtlMs;
+    const { rows } = await database.query(CLAIM_STEPS, [queue, this.kinds, limit, owner, leaseMs]);
+    return { rows, heldBack: false, shortLease };
   }
 }
 

@@ -33,9 +33,13 @@ export class Heartbeat {
    * first interval: random, so steps claimed together do not renew in
    * lockstep; not in the first half, where the lease was just granted and a
    * renewal buys nothing but a row lock that a completion may then wait on.
+   * A step claimed ahead holds a shorter lease, until `leaseEndsAt`
+   * (performance.now() time): its first renewal comes halfway to that end,
+   * unless the step has finished by then, as short steps do.
    */
-  start(): void {
-    this.schedule(this.interval * (0.5 + Math.random() / 2));
+  start(leaseEndsAt?: number): void {
+    const first = this.interval * (0.5 + Math.random() / 2);
+    this.schedule(leaseEndsAt === undefined ? first : Math.min(first, Math.max(0, (leaseEndsAt - performance.now()) / 2)));
   }
 
   stop(): void {

@@ -5,16 +5,17 @@ import type { RegisteredStep } from '../steps/registered-step.js';
 import type { RegisteredWorkflow } from '../workflow/code/registered-workflow.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import { StepExecution, type ExecutionDeps } from './step-execution.js';
-import { ClaimAhead } from './claim-ahead.js';
+import { ClaimAhead, aheadTimes } from './claim-ahead.js';
 import { handBack } from './hand-back.js';
 
-/** A step claimed ahead that has waited this long for a slot is handed back. */
-const READY_MAX_MS = 1_000;
-
-/** A step claimed ahead of a free slot, and when (performance.now()). */
+/**
+ * A step claimed ahead of a free slot, and when (performance.now()); with
+ * the plain claim, also when its short lease ends unless it is renewed.
+ */
 interface ReadyStep {
   row: ClaimedStep;
   claimedAt: number;
+  leaseEndsAt?: number;
 }
 
 /**
@@ -26,10 +27,16 @@ interface ReadyStep {
  * outcome is recorded, so shutdown waits for the write.
  *
  * Under a backlog of short steps a claim also takes steps ahead of the free
- * slots (see ClaimAhead): leased like the others, started the moment a slot
- * frees, and refilled once half of them have started. One that has waited
- * READY_MAX_MS is handed back, available at once to any client; so are all
- * of them at shutdown.
+ * slots (see ClaimAhead): started the moment a slot frees, and refilled once
+ * half of them have started. The plain claim leases such a claim's steps
+ * for at most 3 s (aheadTimes), so that a worker that dies with steps at
+ * hand does not hold them for a whole lease TTL; a step still running
+ * halfway to that end renews its lease. Steps at hand go back, available at
+ * once to any client, when another client's claim came back short while
+ * they waited (lendAhead, on a cyclone_idle NOTIFY), when they have waited a
+ * third of their short lease (never started after that: their lease could
+ * end before the first renewal), and at shutdown: no step waits in a busy
+ * worker while another one has room.
  *
  * A queue claims from one source, or several when some of its kinds have
  * limits or the queue has a cap (see ClaimSource); each claim starts from
@@ -68,6 +75,9 @@ export class QueueWorker {
   private readonly sources: ClaimSource[] = [];
   private nextSource = 0;
   private readonly ahead = new ClaimAhead();
+  /** How long a step claimed ahead is leased for, and may wait at hand. */
+  private readonly aheadLeaseMs: number;
+  private readonly readyMaxMs: number;
   /** Claimed ahead, oldest first. */
   private readonly ready: ReadyStep[] = [];
   private readyTimer?: NodeJS.Timeout;
@@ -97,6 +107,7 @@ export class QueueWorker {
     dispatched = false,
   ) {
     const ctx = { database: deps.database, queue, owner: deps.owner, leaseTtlMs: deps.leaseTtlMs, queueCap };
+    ({ leaseMs: this.aheadLeaseMs, maxWaitMs: this.readyMaxMs } = aheadTimes(deps.leaseTtlMs));
     const steps = registry.all();
     const unlimited = steps.filter((s) => !s.flow).map((s) => s.kind);
     if (unlimited.length > 0 || (steps.length === 0 && workflows.length === 0)) {
@@ -185,6 +196,20 @@ export class QueueWorker {
     if (rows.length < held) this.freeSlot();
   }
 
+  /**
+   * Another client's claim of this queue came back short while it had room:
+   * hands back every step at hand (none is at hand while this worker has a
+   * free slot), so that the other client takes them now.
+   */
+  lendAhead(): void {
+    if (this.ready.length === 0 || this.stopped) return;
+    clearTimeout(this.readyTimer);
+    this.readyTimer = undefined;
+    // The queue ran dry for the other client: none of these is claimed ahead again.
+    this.backlog = false;
+    void this.handBackReady(this.ready.splice(0), 'for an idle worker elsewhere');
+  }
+
   /** Settles when a slot may have freed (a handler returned), or at stop. */
   slotFreed(): Promise<void> {
     if (this.stopped) return Promise.resolve();
@@ -257,9 +282,9 @@ export class QueueWorker {
           }
           const began = performance.now();
           claims += 1;
-          const claim = await source.claim(wanted);
+          const claim = await source.claim(wanted, Math.max(0, this.slots - this.busy - this.ready.length - this.reserved));
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
-          this.start(claim.rows);
+          this.start(claim.rows, claim.shortLease ? began + this.aheadLeaseMs : undefined);
           filled ||= claim.rows.length === wanted;
           heldBack ||= claim.heldBack;
         }
@@ -278,20 +303,30 @@ export class QueueWorker {
     if (claims > 0) this.deps.stats.events.passEnded({ loop: 'cyclone:claim', queue: this.queue, startedAt });
   }
 
-  /** Starts claimed steps in free slots; the rest wait for one. */
-  private start(rows: ClaimedStep[]): void {
+  /** Starts claimed steps in free slots; the rest wait for one. `leaseEndsAt`: when their short lease ends, if they hold one. */
+  private start(rows: ClaimedStep[], leaseEndsAt?: number): void {
     const now = performance.now();
-    for (const row of rows) this.ready.push({ row, claimedAt: now });
+    for (const row of rows) this.ready.push({ row, claimedAt: now, leaseEndsAt });
     while (this.busy < this.slots && this.ready.length > 0 && !this.stopped) this.startReady();
     this.scheduleHandBack();
   }
 
+  /**
+   * Starts the oldest step at hand. One that has waited past readyMaxMs (an
+   * event loop held up for longer than the hand-back timer allowed) is
+   * handed back, not started: its short lease may not outlast its start.
+   */
   private startReady(): void {
-    const { row, claimedAt } = this.ready.shift()!;
+    const cutoff = performance.now() - this.readyMaxMs;
+    let stale = 0;
+    while (stale < this.ready.length && this.ready[stale].claimedAt <= cutoff) stale += 1;
+    if (stale > 0) void this.handBackReady(this.ready.splice(0, stale), `after waiting ${this.readyMaxMs} ms for a slot`);
+    if (this.ready.length === 0) return;
+    const { row, claimedAt, leaseEndsAt } = this.ready.shift()!;
     const began = performance.now();
     // The wait since due includes the time it waited here.
     row.wait_ms += began - claimedAt;
-    const execution = new StepExecution(row, this.workflowSteps.get(row.kind) ?? this.registry.get(row.kind), this.deps);
+    const execution = new StepExecution(row, this.workflowSteps.get(row.kind) ?? this.registry.get(row.kind), this.deps, leaseEndsAt);
     this.running.set(row.id, execution);
     this.busy += 1;
     void execution.handlerDone.then(() => {
@@ -309,17 +344,17 @@ export class QueueWorker {
     });
   }
 
-  /** Hands back, when the oldest has waited READY_MAX_MS, the steps at hand that have. */
+  /** Hands back, when the oldest has waited readyMaxMs, the steps at hand that have. */
   private scheduleHandBack(): void {
     if (this.readyTimer !== undefined || this.ready.length === 0 || this.stopped) return;
-    const delay = this.ready[0].claimedAt + READY_MAX_MS - performance.now();
+    const delay = this.ready[0].claimedAt + this.readyMaxMs - performance.now();
     this.readyTimer = setTimeout(() => {
       this.readyTimer = undefined;
-      const cutoff = performance.now() - READY_MAX_MS;
+      const cutoff = performance.now() - this.readyMaxMs;
       let stale = 0;
       while (stale < this.ready.length && this.ready[stale].claimedAt <= cutoff) stale += 1;
-      if (stale > 0) this.ahead.stalled(READY_MAX_MS);
-      void this.handBackReady(this.ready.splice(0, stale), `after waiting ${READY_MAX_MS} ms for a slot`).finally(() =>
+      if (stale > 0) this.ahead.stalled(this.readyMaxMs);
+      void this.handBackReady(this.ready.splice(0, stale), `after waiting ${this.readyMaxMs} ms for a slot`).finally(() =>
         this.scheduleHandBack(),
       );
     }, Math.max(0, delay));

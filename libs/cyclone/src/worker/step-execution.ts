@@ -79,10 +79,12 @@ export class StepExecution {
   /** Set once the step is handed back at shutdown: nothing else may be written. */
   handedBack = false;
 
+  /** `leaseEndsAt`: when (performance.now() time) the lease of a step claimed ahead ends, unless renewed. */
   constructor(
     readonly row: ClaimedStep,
     private readonly step: RegisteredStep,
     private readonly deps: ExecutionDeps,
+    private readonly leaseEndsAt?: number,
   ) {
     this.logger = new Logger(`Cyclone:${row.kind}`);
     this.handlerDone = new Promise((resolve) => {
@@ -137,7 +139,7 @@ export class StepExecution {
     if (timeoutMs !== null && timeoutMs <= MAX_TIMER_MS) {
       this.deadlineTimer = setTimeout(() => this.abort('timeout'), timeoutMs);
     }
-    this.heartbeat.start();
+    this.heartbeat.start(this.leaseEndsAt);
     const { stats, tracer, queue } = this.deps;
     stats.events.stepStarted({ queue, kind: this.row.kind, waitMs: this.row.wait_ms });
     const span = tracer.attempt(this.row, queue);

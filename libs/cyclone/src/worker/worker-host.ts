@@ -10,7 +10,7 @@ import { CycloneInstance } from '../runtime/cyclone-instance.js';
 import type { ResolvedOptions } from '../options/resolved-options.js';
 import { NotificationListener } from '../notifications/notification-listener.js';
 import { handBack } from './hand-back.js';
-import { WAKE_CHANNEL } from '../sql/names.js';
+import { IDLE_CHANNEL, WAKE_CHANNEL } from '../sql/names.js';
 import { REGISTER_QUEUES } from '../sql/queues.sql.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
@@ -97,6 +97,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     }
     this.unsubscribe.push(
       this.listener.on(WAKE_CHANNEL, (queue) => this.workers.get(queue)?.wake()),
+      this.listener.on(IDLE_CHANNEL, (queue) => this.workers.get(queue)?.lendAhead()),
       this.listener.onReconnect(() => this.wakeAll()),
     );
     this.stats.servedQueues = new Map([...this.workers.values()].map((w) => [w.queue, w.slots]));
