@@ -582,7 +582,8 @@ function summarise(r: WorkloadResult): string {
       ? `${v.jobsPerSec.toFixed(0)} jobs/s`
       : v.enqueuesPerSec !== undefined
         ? `${v.enqueuesPerSec.toFixed(0)} enqueues/s`
-        : `p50 ${v.p50Ms.toFixed(1)} ms, p95 ${v.p95Ms.toFixed(1)} ms, p99 ${v.p99Ms.toFixed(1)} ms`;
+        : `p50 ${v.p50Ms.toFixed(1)} ms, p95 ${v.p95Ms.toFixed(1)} ms, p99 ${v.p99Ms.toFixed(1)} ms` +
+          (v.enqueueP50Ms !== undefined ? ` (enqueue call p50 ${v.enqueueP50Ms.toFixed(1)} ms, start after its return p50 ${v.afterReturnP50Ms.toFixed(1)} ms)` : '');
   const d = r.diagnostics;
   const cpu = d?.cpu
     ? `; cpu node ${d.cpu.nodeCores.toFixed(2)} / pg ${d.cpu.postgresCores.toFixed(2)} / other ${d.cpu.otherCores.toFixed(2)} cores`

@@ -343,9 +343,15 @@ export async function w3(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
   const probe = new Probe(admin, ctx);
   try {
     const latencies: number[] = [];
+    // Each job's timeline: when its enqueue was called and returned, and when its handler began (wall clock).
+    const calledAt = new Map<number, number>();
+    const returnedAt = new Map<number, number>();
+    const startedAt = new Map<number, number>();
     const latch = new Latch();
     const handler: JobHandler = (payload) => {
-      if (payload.sentAt !== undefined) latencies.push(wallNow() - payload.sentAt);
+      const at = wallNow();
+      if (payload.sentAt !== undefined) latencies.push(at - payload.sentAt);
+      startedAt.set(payload.i, at);
       latch.hit();
     };
     const handle = await runner.start({ url: ctx.url, workers: p.workers, poolSize, handler });
@@ -359,10 +365,15 @@ export async function w3(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
       const due = t0 + i * p.intervalMs;
       const wait = due - now();
       if (wait > 0) await sleep(wait);
-      sends.push(handle.enqueue({ i, sentAt: wallNow() }));
+      const sentAt = wallNow();
+      calledAt.set(i, sentAt);
+      sends.push(handle.enqueue({ i, sentAt }).then(() => void returnedAt.set(i, wallNow())));
     }
     await Promise.all(sends);
     await latch.reached(p.jobs, p.timeoutMs, 'handler starts');
+    const enqueueMs = [...returnedAt].map(([i, at]) => at - calledAt.get(i)!);
+    // From the enqueue's return to the handler's start: negative when the handler began first.
+    const afterReturnMs = [...startedAt].map(([i, at]) => at - returnedAt.get(i)!);
     const diagnostics = await probe.finish(p.jobs, () => handle.stop());
     return {
       system: runner.system,
@@ -376,6 +387,8 @@ export async function w3(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
         p99Ms: percentile(latencies, 99),
         maxMs: Math.max(...latencies),
         meanMs: latencies.reduce((a, b) => a + b, 0) / latencies.length,
+        enqueueP50Ms: percentile(enqueueMs, 50),
+        afterReturnP50Ms: percentile(afterReturnMs, 50),
       },
       diagnostics,
     };
