@@ -86,7 +86,15 @@ export interface CrashResult {
   produced?: ProducerReport & { refusedButCommitted: number | null };
   faults?: { listenersKilled: number; serverDownMs: number; serverStartMs: number; drainAfterServerBackMs: number | null };
   /** The producer's jobs: from the enqueue call to the first call of their handler, through the kills and the faults. */
-  pickup?: { jobs: number; p50Ms: number; p95Ms: number; p99Ms: number; maxMs: number };
+  pickup?: {
+    jobs: number;
+    p50Ms: number;
+    p95Ms: number;
+    p99Ms: number;
+    maxMs: number;
+    /** By when the job was sent, in windows of killEveryMs from the producer's first send. */
+    windows: { fromMs: number; p50Ms: number; maxMs: number; jobs: number }[];
+  };
 }
 
 const BENCH_TABLES = /* sql */ `
@@ -156,8 +164,9 @@ export async function crashProducer(runner: Runner, ctx: ChildContext, p: CrashP
   process.once('SIGTERM', () => (stopping = true));
   process.stdout.write('READY -\n');
   const report: ProducerReport = { attempted: 0, ok: 0, refused: {}, unknownIds: [] };
-  // A steady rate: each enqueue at its time, or at once when the one before ran late.
-  const t0 = performance.now();
+  // A steady rate: each enqueue at its time; one that ran late (the database away) moves the
+  // schedule on rather than leaving a burst to catch up with.
+  let due = performance.now();
   for (let i = 0; i < produce.jobs && !stopping; i++) {
     report.attempted += 1;
     try {
@@ -169,7 +178,8 @@ export async function crashProducer(runner: Runner, ctx: ChildContext, p: CrashP
       const ids = (err as { runIds?: unknown }).runIds;
       if (Array.isArray(ids)) report.unknownIds.push(...ids.map(String));
     }
-    await sleep(t0 + (i + 1) * produce.intervalMs - performance.now());
+    due = Math.max(due + produce.intervalMs, performance.now());
+    await sleep(due - performance.now());
   }
   process.stdout.write(`RESULT ${JSON.stringify(report)}\n`);
   await handle.stop().catch(() => undefined);
@@ -442,6 +452,16 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
       WHERE sent_at IS NOT NULL GROUP BY run_id`,
   );
   const pickupMs = pickups.map((r) => Number(r.ms));
+  // The same waits by when the job was sent, in windows of the kill interval: where in the run they grew.
+  const { rows: windows } = await client.query<{ window: number; p50: number; max: number; jobs: number }>(
+    `WITH firsts AS (
+       SELECT min(sent_at) AS sent_at, extract(epoch FROM min(at)) * 1000 - min(sent_at) AS ms
+         FROM bench_invocations WHERE sent_at IS NOT NULL GROUP BY run_id)
+     SELECT floor((sent_at - (SELECT min(sent_at) FROM firsts)) / $1)::int AS window,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50, max(ms) AS max, count(*)::int AS jobs
+       FROM firsts GROUP BY 1 ORDER BY 1`,
+    [p.killEveryMs],
+  );
   await pool.end();
   const stranded = strandedSets.reduce((a, s) => a + s.open.size, 0) + freedAfter.length;
   const measurable = runner.crash.measurable;
@@ -478,6 +498,7 @@ export async function runCrash(o: CrashOrchestration): Promise<CrashResult> {
             p95Ms: percentile(pickupMs, 95),
             p99Ms: percentile(pickupMs, 99),
             maxMs: Math.max(...pickupMs),
+            windows: windows.map((w) => ({ fromMs: w.window * p.killEveryMs, p50Ms: Number(w.p50), maxMs: Number(w.max), jobs: w.jobs })),
           },
         }
       : {}),

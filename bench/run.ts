@@ -35,7 +35,7 @@ import { runFleet, type FleetParams, type FleetResult } from './fleet.js';
 import { startRedis, type BenchRedis } from './lib/redis.js';
 import { createDatabase, dropDatabase, serverSettings, startServer, SERVER_SETTINGS } from './lib/server.js';
 import { loadRunner } from './runners/load-runner.js';
-import { CYCLONE_VARIANTS, DISPATCHED, OBSERVED, REDIS_URL_ENV, SYSTEMS, type SystemName } from './runners/types.js';
+import { CYCLONE_VARIANTS, DISPATCHED, OBSERVED, REDIS_URL_ENV, SYSTEMS, W1_ONLY, type SystemName } from './runners/types.js';
 import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
 import { W11_FORMS, type W11Form, type W11Params, type W11Result } from './workflows.js';
 
@@ -161,11 +161,11 @@ function crashParams(quick: boolean, faults: boolean): CrashParams {
   };
   if (!faults) return { ...base, jobs: quick ? 1_500 : 5_000, jobMs: 100, killEveryMs: 2_000 };
   // The outside fault run's shape: a steady 150 jobs/s of 20–200 ms handlers enqueued one by one
-  // through it all (with a small backlog at the start, so the first kills strand jobs), a worker
+  // through it all (after a few seeded ones, less than a second's work for the workers), a worker
   // SIGKILLed every 3 s, every LISTEN backend terminated, and the server crashed and restarted.
   return {
     ...base,
-    jobs: quick ? 300 : 1_000,
+    jobs: 100,
     jobMs: 20,
     jobMsMax: 200,
     killEveryMs: 3_000,
@@ -303,6 +303,7 @@ async function main(): Promise<void> {
         for (const system of order) {
           // W1L is Cyclone's own ratio (a limit that never binds against none); W8 runs where a per-key limit exists.
           if (workload === 'W1L' && system !== 'cyclone') continue;
+          if (W1_ONLY.includes(system) && workload !== 'W1') continue;
           const flowControl = workload === 'W8' ? (await loadRunner(system)).flowControl : true;
           if (flowControl !== true) {
             if (rep === 0) log(`W8 ${system}: skipped (${flowControl})`);
@@ -322,7 +323,7 @@ async function main(): Promise<void> {
     if (args.crash) {
       const cp = crashParams(args.quick, args.faults);
       // The crash run measures recovery, which observability does not change (broker dispatch does: it runs).
-      for (const system of args.systems.filter((s) => s !== OBSERVED)) {
+      for (const system of args.systems.filter((s) => s !== OBSERVED && !W1_ONLY.includes(s))) {
         const database = `bench_w5_${system.replace(/-/g, '_')}`;
         await freshDatabase(system, database);
         log(`W5 crash ${system}: ${cp.jobs} jobs, ${cp.processes} processes × ${cp.workersPerProcess} workers, SIGKILL every ${cp.killEveryMs} ms`);
@@ -346,6 +347,12 @@ async function main(): Promise<void> {
             server,
           });
           crash.push(r);
+          if (r.pickup) {
+            log(
+              `  W5 ${system} pickup by send time: ` +
+                r.pickup.windows.map((w) => `${w.fromMs / 1000}s ${w.p50Ms.toFixed(0)}/${w.maxMs.toFixed(0)} ms (${w.jobs})`).join(', '),
+            );
+          }
           log(
             `W5 ${system}: lost ${r.lost}, unfinished ${r.unfinished}, applied twice ${r.appliedTwice}, extra invocations ${r.extraInvocations}, ` +
               `kill→claimable p50 ${r.killToClaimableP50Ms.toFixed(0)} ms p99 ${r.killToClaimableP99Ms.toFixed(0)} ms ` +
@@ -522,6 +529,10 @@ async function main(): Promise<void> {
     const descriptions: BenchReport['configs'] = {};
     for (const system of args.systems) {
       const runner = await loadRunner(system);
+      if (W1_ONLY.includes(system)) {
+        descriptions[system] = { W1: runner.describe(params.W1.workers, cyclonePool(params.W1.workers)) };
+        continue;
+      }
       descriptions[system] = {
         W1: runner.describe(params.W1.workers, 0 + cyclonePool(params.W1.workers)),
         W2: runner.describe(0, cyclonePool(10)),

@@ -50,6 +50,7 @@ const LABEL: Record<SystemName, string> = {
   'cyclone-observed': 'Cyclone observed',
   'cyclone-redis': 'Cyclone (Redis dispatch)',
   'pg-boss': 'pg-boss',
+  'pg-boss-batch': 'pg-boss (batch profile)',
   'graphile-worker': 'graphile-worker',
   bullmq: 'BullMQ',
 };

@@ -20,12 +20,20 @@ const CRASH_SUPERVISE_SECONDS = 1;
  * as its loop has workers, so no system runs more jobs at once than another
  * (pg-boss runs a batch in one handler call and completes it in one statement).
  */
-function shape(workers: number): { loops: number; batchSize: number } {
+function shape(workers: number): Shape {
   const loops = Math.max(1, Math.min(LOOPS, workers));
   return { loops, batchSize: Math.ceil(workers / loops) };
 }
 
-async function start(options: StartOptions): Promise<SystemHandle> {
+interface Shape {
+  loops: number;
+  batchSize: number;
+}
+
+/** The batch profile (PG_BOSS_BATCH): pg-boss tuned for throughput, whatever the worker count. */
+const BATCH: Shape = { loops: 10, batchSize: 1_000 };
+
+async function start(options: StartOptions, profile?: Shape): Promise<SystemHandle> {
   const boss = new PgBoss({
     connectionString: options.url,
     max: options.poolSize,
@@ -46,7 +54,7 @@ async function start(options: StartOptions): Promise<SystemHandle> {
   const perKey = options.flow?.perKey;
   const group = (payload: BenchPayload) => (perKey === undefined ? {} : { group: { id: payload.key ?? '' } });
   if (options.workers > 0 && handler) {
-    const { loops, batchSize } = shape(options.workers);
+    const { loops, batchSize } = profile ?? shape(options.workers);
     await boss.work(
       JOB_KIND,
       {
@@ -139,4 +147,17 @@ export const runner: Runner = {
       return rows.map((r) => r.pid);
     },
   },
+};
+
+/** pg-boss's batch profile, for W1 (see PG_BOSS_BATCH). */
+export const batchRunner: Runner = {
+  ...runner,
+  system: 'pg-boss-batch',
+  flowControl: 'the batch profile runs W1 only',
+  describe: (workers, pool, crash) =>
+    runner
+      .describe(workers, pool, crash)
+      .replace(/localConcurrency: \d+, batchSize: \d+/, `localConcurrency: ${BATCH.loops}, batchSize: ${BATCH.batchSize}`)
+      .replace(/= \d+ jobs in flight/, `= up to ${BATCH.loops * BATCH.batchSize} jobs in flight`),
+  start: (options) => start(options, BATCH),
 };

@@ -1,8 +1,24 @@
 import type pg from 'pg';
 
-export type SystemName = 'cyclone' | 'cyclone-observed' | 'cyclone-redis' | 'pg-boss' | 'graphile-worker' | 'bullmq';
+export type SystemName =
+  | 'cyclone'
+  | 'cyclone-observed'
+  | 'cyclone-redis'
+  | 'pg-boss'
+  | 'pg-boss-batch'
+  | 'graphile-worker'
+  | 'bullmq';
 /** The systems a run compares by default. */
-export const SYSTEMS: SystemName[] = ['cyclone', 'pg-boss', 'graphile-worker', 'bullmq'];
+export const SYSTEMS: SystemName[] = ['cyclone', 'pg-boss', 'pg-boss-batch', 'graphile-worker', 'bullmq'];
+/**
+ * pg-boss's batch profile: ten fetch loops of batches of 1,000, each batch
+ * run at once and completed in one statement, as pg-boss's users tune it
+ * for throughput. Not the same number of jobs in flight as the others, so
+ * it runs the drain (W1) only, as a peer's best.
+ */
+export const PG_BOSS_BATCH: SystemName = 'pg-boss-batch';
+/** Peer profiles that run W1 only. */
+export const W1_ONLY: SystemName[] = [PG_BOSS_BATCH];
 /**
  * Cyclone with its metrics module and OpenTelemetry spans on (the API's
  * no-op tracer: no SDK registered), run beside plain Cyclone with `--metrics`
