@@ -7,7 +7,7 @@
  *   npm run bench                      # full run (3 repetitions)
  *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
  *   npm run bench -- --readme          # full run, then its results into bench/README.md
- *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4,W8,W1L|none --no-crash --no-faults --no-history --history-rows=N
+ *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4,W8,W1L,W1R0|none --no-crash --no-faults --no-history --history-rows=N
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
  *            --no-dashboard --dashboard-rows=N --no-soak --soak-jobs=N --soak-rate=N
  *            --metrics: also run Cyclone with metrics and spans on (cyclone-observed) beside plain Cyclone
@@ -97,6 +97,7 @@ function parseArgs(argv: string[]): Args {
       'W4',
       'W8',
       'W1L',
+      'W1R0',
     ],
     crash: !argv.includes('--no-crash'),
     history: !argv.includes('--no-history'),
@@ -144,6 +145,8 @@ function workloadParams(quick: boolean, args?: Args): Record<WorkloadName, Workl
     W8: { ...base, jobs: args?.w8Jobs ?? (quick ? 4_000 : 20_000), workers: 50, jobMs: 5, keys: 100, perKey: 2 },
     // W1L: W1 with a kind-wide limit that never binds.
     W1L: { ...base, jobs: args?.w1lJobs ?? (quick ? 4_000 : 20_000), workers: 50, kindLimit: 100_000 },
+    // W1R0: W1 keeping no history (retention: 0).
+    W1R0: { ...base, jobs: quick ? 4_000 : 20_000, workers: 50 },
     W1: { ...base, jobs: quick ? 4_000 : 20_000, workers: 50 },
     W2: { ...base, jobs: quick ? 1_000 : 5_000, callers: 16 },
     W3: { ...base, jobs: quick ? 60 : 300, intervalMs: 20, workers: 10, timeoutMs: 60_000 },
@@ -302,7 +305,7 @@ async function main(): Promise<void> {
       for (const workload of args.workloads) {
         for (const system of order) {
           // W1L is Cyclone's own ratio (a limit that never binds against none); W8 runs where a per-key limit exists.
-          if (workload === 'W1L' && system !== 'cyclone') continue;
+          if ((workload === 'W1L' || workload === 'W1R0') && system !== 'cyclone') continue;
           if (W1_ONLY.includes(system) && workload !== 'W1') continue;
           const flowControl = workload === 'W8' ? (await loadRunner(system)).flowControl : true;
           if (flowControl !== true) {

@@ -19,7 +19,7 @@ import {
 import { percentile } from './lib/stats.js';
 import { cyclonePoolSize, type BenchPayload, type JobHandler, type Runner, type StartOptions } from './runners/types.js';
 
-export type WorkloadName = 'W1' | 'W2' | 'W3' | 'W4' | 'W8' | 'W1L';
+export type WorkloadName = 'W1' | 'W2' | 'W3' | 'W4' | 'W8' | 'W1L' | 'W1R0';
 
 export interface ChildContext {
   url: string;
@@ -229,12 +229,21 @@ export async function w1l(runner: Runner, ctx: ChildContext, p: WorkloadParams):
   return drainBacklog(runner, ctx, p, 'W1L', { kindLimit: p.kindLimit ?? 100_000 });
 }
 
+/**
+ * W1R0: W1 with `retention: 0` (Cyclone's step option): a completed job is
+ * deleted with its run as it completes, as graphile-worker deletes its jobs.
+ */
+export async function w1r0(runner: Runner, ctx: ChildContext, p: WorkloadParams): Promise<WorkloadResult> {
+  return drainBacklog(runner, ctx, p, 'W1R0', undefined, 0);
+}
+
 async function drainBacklog(
   runner: Runner,
   ctx: ChildContext,
   p: WorkloadParams,
-  workload: 'W1' | 'W1L',
+  workload: 'W1' | 'W1L' | 'W1R0',
   flow?: StartOptions['flow'],
+  retention?: 0,
 ): Promise<WorkloadResult> {
   const poolSize = cyclonePoolSize(p.workers);
   const admin = await connect(ctx.adminUrl);
@@ -253,7 +262,7 @@ async function drainBacklog(
       latch.hit();
     };
     const t0 = now();
-    const handle = await runner.start({ url: ctx.url, workers: p.workers, poolSize, handler, flow });
+    const handle = await runner.start({ url: ctx.url, workers: p.workers, poolSize, handler, flow, retention });
     const ready = now();
     await latch.reached(p.jobs, p.timeoutMs, 'handler starts');
     await waitUntil(async () => (await runner.pending(check)) === 0, p.timeoutMs, 'all jobs completed');
@@ -516,4 +525,4 @@ export async function w8(runner: Runner, ctx: ChildContext, p: WorkloadParams): 
   }
 }
 
-export const WORKLOADS: Record<WorkloadName, typeof w1> = { W1: w1, W2: w2, W3: w3, W4: w4, W8: w8, W1L: w1l };
+export const WORKLOADS: Record<WorkloadName, typeof w1> = { W1: w1, W2: w2, W3: w3, W4: w4, W8: w8, W1L: w1l, W1R0: w1r0 };

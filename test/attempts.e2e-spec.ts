@@ -255,7 +255,7 @@ describe('attempt history', () => {
 
   it('retention deletes a run’s attempts with the run', async () => {
     const env = await createEnv();
-    const runId = await env.client.enqueue('doomed', null, { retention: 0 });
+    const runId = await env.client.enqueue('doomed', null, { retention: 1 });
     await env.runUntilComplete(runId);
     const count = async () => (await sql(env, 'SELECT count(*)::int AS n FROM cyclone_attempts WHERE run_id = $1', [runId]))[0].n;
     expect(await count()).toBe(2);

@@ -62,12 +62,15 @@ interface Row {
   key: string;
   higherIsBetter: boolean;
   ceiling: boolean;
+  /** Cyclone's own row, compared with the peers' figures of this workload (W1R0 with their W1). */
+  peersFrom?: WorkloadName;
 }
 
 function rows(p: Record<WorkloadName, WorkloadParams>): Row[] {
   const n = (x: number) => x.toLocaleString('en-US');
   return [
     { workload: 'W1', title: `W1 drain ${n(p.W1.jobs)} queued no-op jobs, ${p.W1.workers} workers`, metric: 'jobs/s', key: 'jobsPerSec', higherIsBetter: true, ceiling: true },
+    { workload: 'W1R0', title: 'W1R0 = W1 with retention: 0 (a completed job is deleted as it completes)', metric: 'jobs/s', key: 'jobsPerSec', higherIsBetter: true, ceiling: true, peersFrom: 'W1' },
     { workload: 'W2', title: `W2 ${n(p.W2.jobs)} single enqueues, ${p.W2.callers} concurrent callers`, metric: 'enqueues/s', key: 'enqueuesPerSec', higherIsBetter: true, ceiling: true },
     { workload: 'W3', title: `W3 enqueue→start, ${n(p.W3.jobs)} jobs ${p.W3.intervalMs} ms apart, ${p.W3.workers} idle workers`, metric: 'p50 ms', key: 'p50Ms', higherIsBetter: false, ceiling: false },
     { workload: 'W3', title: '', metric: 'p95 ms', key: 'p95Ms', higherIsBetter: false, ceiling: false },
@@ -154,7 +157,9 @@ export function renderMarkdown(r: BenchReport): string {
       cells.push(fmtSpread(v) + (failed ? ` (${failed} failed)` : ''));
     }
     if (hasCyclone) {
-      for (const p of peers) cells.push(ratio(medians.cyclone ?? NaN, medians[p] ?? NaN));
+      const peerMedian = (p: SystemName) =>
+        row.peersFrom ? valuesOf(r.runs, p, row.peersFrom, row.key).median : (medians[p] ?? NaN);
+      for (const p of peers) cells.push(ratio(medians.cyclone ?? NaN, peerMedian(p)));
       cells.push(row.ceiling ? ratio(medians.cyclone ?? NaN, tps.median) : '');
     }
     if (observed) cells.push(ratio(medians['cyclone-observed'] ?? NaN, medians.cyclone ?? NaN));

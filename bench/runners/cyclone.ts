@@ -25,7 +25,7 @@ let current: JobHandler | undefined;
  * The bench step, with the limits of the run (W8: per key; W1L: kind-wide).
  * Made per start, since a step's limits are decorator options.
  */
-function benchSteps(flow: StartOptions['flow']) {
+function benchSteps(flow: StartOptions['flow'], retention: StartOptions['retention']) {
   const concurrency =
     flow?.perKey !== undefined
       ? { limit: flow.perKey, key: (input: BenchPayload) => input.key ?? '' }
@@ -34,7 +34,7 @@ function benchSteps(flow: StartOptions['flow']) {
         : undefined;
   @Injectable()
   class BenchSteps {
-    @Step(JOB_KIND, concurrency ? { concurrency } : {})
+    @Step(JOB_KIND, { ...(concurrency ? { concurrency } : {}), ...(retention === undefined ? {} : { retention }) })
     async run(input: BenchPayload, ctx: StepContext): Promise<null> {
       await current?.(input, { runId: ctx.runId, token: ctx.fencingToken });
       return null;
@@ -75,7 +75,7 @@ async function start(options: StartOptions, variant: Variant): Promise<SystemHan
       }),
       ...(observed ? [CycloneMetricsModule.forRoot({ registry: new Registry() })] : []),
     ],
-    providers: [benchSteps(options.flow)],
+    providers: [benchSteps(options.flow, options.retention)],
   })
   class BenchModule {}
 

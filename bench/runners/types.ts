@@ -73,6 +73,8 @@ export interface StartOptions {
    * `key`, or a kind-wide limit. Only for runners with `flowControl`.
    */
   flow?: { perKey?: number; kindLimit?: number };
+  /** W1R0: Cyclone's steps keep no history (`retention: 0`). */
+  retention?: 0;
 }
 
 export interface SystemHandle {

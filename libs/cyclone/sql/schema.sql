@@ -250,7 +250,8 @@ BEGIN
   END IF;
 
   UPDATE cyclone_runs
-     SET state = 'cancelled', updated_at = now(), finished_at = now(), delete_after = now() + retention
+     SET state = 'cancelled', updated_at = now(), finished_at = now(),
+         delete_after = now() + cyclone_kept_for(retention, 'cancelled', notify_finish)
    WHERE id = p_run_id;
   PERFORM cyclone_cancel_run(c.id) FROM cyclone_runs c
     WHERE c.parent_id = p_run_id AND c.state NOT IN ('completed', 'failed', 'cancelled')
@@ -634,9 +635,32 @@ DECLARE
   v_done   uuid[];
   v_notify uuid[];
   v_child  uuid[];
+  v_drop   uuid[];
 BEGIN
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
-  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE;
+  SELECT array_agg(r.id) FILTER (WHERE r.drop) INTO v_drop
+    FROM (SELECT r.id, r.retention = interval '0' AND r.workflow IS NULL AND NOT r.notify_finish AND r.parent_id IS NULL
+                   AND r.state IN ('running', 'paused') AS drop
+            FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE) r;
+
+  IF v_drop IS NOT NULL THEN
+    WITH gone AS (
+      DELETE FROM cyclone_steps s
+       USING unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation)
+       WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id = ANY (v_drop) AND s.run_id >= v_lo AND s.state = 'running'
+         AND s.lease_owner = p_owner AND s.lease_generation = t.generation
+         AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
+      RETURNING s.run_id, s.id, s.lease_generation
+    )
+    SELECT array_agg(g.run_id), array_agg(g.id), array_agg(g.lease_generation) INTO v_drop, v_ids, v_gens FROM gone g;
+  END IF;
+  IF v_drop IS NOT NULL THEN
+    DELETE FROM cyclone_attempts a WHERE a.run_id = ANY (v_drop) AND a.run_id >= v_lo;
+    WITH runs AS (
+      DELETE FROM cyclone_runs r WHERE r.id = ANY (v_drop) AND r.id >= v_lo RETURNING r.id, r.unique_key
+    )
+    DELETE FROM cyclone_unique_keys k USING runs WHERE runs.unique_key IS NOT NULL AND k.unique_key = runs.unique_key AND k.run_id = runs.id;
+  END IF;
 
   WITH completed AS (
     UPDATE cyclone_steps s
@@ -648,8 +672,10 @@ BEGIN
        AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
     RETURNING s.run_id, s.id, s.lease_generation
   )
-  SELECT array_agg(c.run_id), array_agg(c.id), array_agg(c.lease_generation) INTO v_runs, v_ids, v_gens FROM completed c;
+  SELECT array_agg(c.run_id), coalesce(v_ids, '{}') || array_agg(c.id), coalesce(v_gens, '{}') || array_agg(c.lease_generation)
+    INTO v_runs, v_ids, v_gens FROM completed c;
   IF v_runs IS NULL THEN
+    RETURN QUERY SELECT * FROM unnest(v_ids, v_gens);
     RETURN;
   END IF;
 
@@ -658,7 +684,8 @@ BEGIN
   -- A job a code workflow started as its child tells its parent.
   WITH finished AS (
     UPDATE cyclone_runs r
-       SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
+       SET state = 'completed', updated_at = now(), finished_at = now(),
+           delete_after = now() + cyclone_kept_for(r.retention, 'completed', r.notify_finish)
      WHERE r.id = ANY (v_runs) AND r.id >= v_lo AND r.workflow IS NULL AND r.state IN ('running', 'paused')
     RETURNING r.id, r.notify_finish, r.unique_key, r.parent_id
   ), freed AS (
@@ -1222,6 +1249,19 @@ AS $function$
   SELECT CASE WHEN held THEN 'paused' ELSE p_state END, CASE WHEN held THEN p_state END
     FROM (SELECT p_state = 'available'
                  AND EXISTS (SELECT 1 FROM cyclone_runs r WHERE r.id = p_run_id AND r.state = 'paused') AS held) h;
+$function$;
+
+CREATE OR REPLACE FUNCTION cyclone_kept_for(p_retention interval, p_state text, p_waited boolean)
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT CASE
+           WHEN p_retention > interval '0' THEN p_retention
+           WHEN p_state <> 'completed' THEN interval '7 days'
+           WHEN p_waited THEN interval '1 minute'
+           ELSE interval '0'
+         END
 $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_live_floor()
@@ -2077,7 +2117,8 @@ BEGIN
        AND r.version IS NOT NULL
   ), settled AS (
     UPDATE cyclone_runs r
-       SET state = next.state, updated_at = now(), finished_at = now(), delete_after = now() + r.retention
+       SET state = next.state, updated_at = now(), finished_at = now(),
+           delete_after = now() + cyclone_kept_for(r.retention, next.state, r.notify_finish)
       FROM next
      WHERE r.id = next.id AND r.id >= v_lo AND next.state IS NOT NULL
     RETURNING r.id, r.notify_finish, r.unique_key, r.version, r.parent_id
@@ -2423,5 +2464,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (14, 'CycloneBroker
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (15, 'CycloneLocalStart1766217600000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (16, 'CycloneLendAhead1766304000000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (17, 'CycloneRetentionZero1766390400000');
 
 SELECT cyclone_ensure_partitions(3);

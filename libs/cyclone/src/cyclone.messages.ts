@@ -38,7 +38,8 @@ export const messages = {
     `A run with unique key "${key}" is already active (run ${runId}). ` +
     `Wait for it to finish, or catch DuplicateError and use its runId.`,
   runNotFound: (runId: string) =>
-    `Run ${runId} does not exist. It may never have been enqueued, or its retention has expired.`,
+    `Run ${runId} does not exist. It may never have been enqueued, or it finished and its retention has expired: ` +
+    'a job with retention 0 is deleted as it completes, unless a caller was already waiting for its result.',
   stepNotFound: (runId: string, nodeId: string) => `Run ${runId} has no node "${nodeId}".`,
   queueNotFound: (queue: string) =>
     `Queue ${describe(queue)} does not exist: no client serves it, no step or workflow names it, and no run is on it. ` +

@@ -21,7 +21,8 @@ BEGIN
   END IF;
 
   UPDATE cyclone_runs
-     SET state = 'cancelled', updated_at = now(), finished_at = now(), delete_after = now() + retention
+     SET state = 'cancelled', updated_at = now(), finished_at = now(),
+         delete_after = now() + cyclone_kept_for(retention, 'cancelled', notify_finish)
    WHERE id = p_run_id;
   PERFORM cyclone_cancel_run(c.id) FROM cyclone_runs c
     WHERE c.parent_id = p_run_id AND c.state NOT IN ('completed', 'failed', 'cancelled')

@@ -6,6 +6,13 @@
 -- generation of each step it completed. A single completion is a batch of
 -- one: there is one completion path.
 --
+-- A standalone job kept for no time (retention 0) is deleted here with its
+-- run, its attempts and its unique key, in place of being updated: nothing
+-- of it is written twice and no sweep comes back for it, so a queue of such
+-- jobs leaves the vacuum one dead row a table a job. Not when a caller waits
+-- for its result (notify_finish), nor when a code workflow waits for it as
+-- its child: those are kept as cyclone_kept_for says (kept-for.sql).
+--
 -- One statement for the whole batch: a statement on the partitioned tables
 -- locks every partition each time it runs, so a statement per step would
 -- pay for that hundreds of times a batch. Its plan is made once per
@@ -30,9 +37,32 @@ DECLARE
   v_done   uuid[];
   v_notify uuid[];
   v_child  uuid[];
+  v_drop   uuid[];
 BEGIN
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too).
-  PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE;
+  SELECT array_agg(r.id) FILTER (WHERE r.drop) INTO v_drop
+    FROM (SELECT r.id, r.retention = interval '0' AND r.workflow IS NULL AND NOT r.notify_finish AND r.parent_id IS NULL
+                   AND r.state IN ('running', 'paused') AS drop
+            FROM cyclone_runs r WHERE r.id = ANY (p_run_ids) AND r.id >= v_lo ORDER BY r.id FOR UPDATE) r;
+
+  IF v_drop IS NOT NULL THEN
+    WITH gone AS (
+      DELETE FROM cyclone_steps s
+       USING unnest(p_run_ids, p_ids, p_generations) AS t(run_id, id, generation)
+       WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id = ANY (v_drop) AND s.run_id >= v_lo AND s.state = 'running'
+         AND s.lease_owner = p_owner AND s.lease_generation = t.generation
+         AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
+      RETURNING s.run_id, s.id, s.lease_generation
+    )
+    SELECT array_agg(g.run_id), array_agg(g.id), array_agg(g.lease_generation) INTO v_drop, v_ids, v_gens FROM gone g;
+  END IF;
+  IF v_drop IS NOT NULL THEN
+    DELETE FROM cyclone_attempts a WHERE a.run_id = ANY (v_drop) AND a.run_id >= v_lo;
+    WITH runs AS (
+      DELETE FROM cyclone_runs r WHERE r.id = ANY (v_drop) AND r.id >= v_lo RETURNING r.id, r.unique_key
+    )
+    DELETE FROM cyclone_unique_keys k USING runs WHERE runs.unique_key IS NOT NULL AND k.unique_key = runs.unique_key AND k.run_id = runs.id;
+  END IF;
 
   WITH completed AS (
     UPDATE cyclone_steps s
@@ -44,8 +74,10 @@ BEGIN
        AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
     RETURNING s.run_id, s.id, s.lease_generation
   )
-  SELECT array_agg(c.run_id), array_agg(c.id), array_agg(c.lease_generation) INTO v_runs, v_ids, v_gens FROM completed c;
+  SELECT array_agg(c.run_id), coalesce(v_ids, '{}') || array_agg(c.id), coalesce(v_gens, '{}') || array_agg(c.lease_generation)
+    INTO v_runs, v_ids, v_gens FROM completed c;
   IF v_runs IS NULL THEN
+    RETURN QUERY SELECT * FROM unnest(v_ids, v_gens);
     RETURN;
   END IF;
 
@@ -54,7 +86,8 @@ BEGIN
   -- A job a code workflow started as its child tells its parent.
   WITH finished AS (
     UPDATE cyclone_runs r
-       SET state = 'completed', updated_at = now(), finished_at = now(), delete_after = now() + r.retention
+       SET state = 'completed', updated_at = now(), finished_at = now(),
+           delete_after = now() + cyclone_kept_for(r.retention, 'completed', r.notify_finish)
      WHERE r.id = ANY (v_runs) AND r.id >= v_lo AND r.workflow IS NULL AND r.state IN ('running', 'paused')
     RETURNING r.id, r.notify_finish, r.unique_key, r.parent_id
   ), freed AS (

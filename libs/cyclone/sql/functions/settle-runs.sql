@@ -52,7 +52,8 @@ BEGIN
        AND r.version IS NOT NULL
   ), settled AS (
     UPDATE cyclone_runs r
-       SET state = next.state, updated_at = now(), finished_at = now(), delete_after = now() + r.retention
+       SET state = next.state, updated_at = now(), finished_at = now(),
+           delete_after = now() + cyclone_kept_for(r.retention, next.state, r.notify_finish)
       FROM next
      WHERE r.id = next.id AND r.id >= v_lo AND next.state IS NOT NULL
     RETURNING r.id, r.notify_finish, r.unique_key, r.version, r.parent_id

@@ -89,6 +89,11 @@ export class CycloneLendAhead1766304000000 extends sqlMigration(
   'CycloneLendAhead1766304000000',
   '0016-lend-ahead',
 ) {}
+export class CycloneRetentionZero1766390400000 extends sqlMigration(
+  17,
+  'CycloneRetentionZero1766390400000',
+  '0017-retention-zero',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -112,6 +117,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneBrokerDispatch1766131200000,
   CycloneLocalStart1766217600000,
   CycloneLendAhead1766304000000,
+  CycloneRetentionZero1766390400000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */
