@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { crashProducer, crashSeed, crashWorker, type CrashParams } from './crash.js';
 import { runDashboard, type DashboardParams } from './dashboard.js';
 import { fleetProducer, fleetWorker, type FleetParams } from './fleet.js';
+import { heldXmin, type HeldXminMode, type HeldXminParams } from './held-xmin.js';
 import type { SoakParams } from './soak.js';
 import { seedHistory } from './history.js';
 import { loadRunner } from './runners/load-runner.js';
@@ -26,7 +27,8 @@ interface Task {
     | 'dashboard'
     | 'fleet-worker'
     | 'fleet-producer'
-    | 'w11';
+    | 'w11'
+    | 'w12';
   system: SystemName;
   workload?: WorkloadName;
   ctx: ChildContext;
@@ -78,6 +80,11 @@ async function main(): Promise<void> {
       case 'dashboard':
         write(await runDashboard(task.ctx, task.params as DashboardParams));
         break;
+      case 'w12': {
+        const { mode, ...params } = task.params as HeldXminParams & { mode: HeldXminMode };
+        write(await heldXmin(await loadRunner(task.system), task.ctx, mode, params));
+        break;
+      }
       case 'w11': {
         const { form, ...params } = task.params as W11Params & { form: W11Form };
         write(await w11(form, task.ctx, params));

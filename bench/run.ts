@@ -7,7 +7,7 @@
  *   npm run bench                      # full run (3 repetitions)
  *   npm run bench -- --quick           # smoke run (smaller workloads, 1 repetition)
  *   npm run bench -- --readme          # full run, then its results into bench/README.md
- *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4,W8,W1L,W1R0|none --no-crash --no-faults --no-history --history-rows=N
+ *   options: --reps=N --systems=cyclone,pg-boss --workloads=W1,W4,W8,W1L,W1R0,W10,W12|none --w12-seconds=N --no-crash --no-faults --no-history --history-rows=N
  *            --history-waiting=N (runs waiting on a delay or retry beside the history)
  *            --no-dashboard --dashboard-rows=N --no-soak --soak-jobs=N --soak-rate=N
  *            --metrics: also run Cyclone with metrics and spans on (cyclone-observed) beside plain Cyclone
@@ -38,6 +38,7 @@ import { loadRunner } from './runners/load-runner.js';
 import { CYCLONE_VARIANTS, DISPATCHED, OBSERVED, REDIS_URL_ENV, SYSTEMS, W1_ONLY, type SystemName } from './runners/types.js';
 import type { ChildContext, WorkloadName, WorkloadParams, WorkloadResult } from './workloads.js';
 import { W11_FORMS, type W11Form, type W11Params, type W11Result } from './workflows.js';
+import type { HeldXminMode, HeldXminParams, HeldXminResult } from './held-xmin.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** Child processes alive, to stop on Ctrl-C. */
@@ -76,6 +77,9 @@ interface Args {
   w10Processes?: number;
   w10Jobs?: number;
   w10IdleMs?: number;
+  /** W12, the queue under held-back vacuum (listed in --workloads). */
+  w12: boolean;
+  w12Seconds?: number;
   raw: string[];
 }
 
@@ -90,7 +94,7 @@ function parseArgs(argv: string[]): Args {
     quick,
     reps: Number(get('reps') ?? (quick ? 1 : 3)),
     systems: (get('systems')?.split(',') as SystemName[] | undefined) ?? SYSTEMS,
-    workloads: (listed?.filter((w) => w !== 'W10') as WorkloadName[] | undefined) ?? [
+    workloads: (listed?.filter((w) => w !== 'W10' && w !== 'W12') as WorkloadName[] | undefined) ?? [
       'W1',
       'W2',
       'W3',
@@ -120,6 +124,8 @@ function parseArgs(argv: string[]): Args {
     w10Processes: get('w10-processes') ? Number(get('w10-processes')) : undefined,
     w10Jobs: get('w10-jobs') ? Number(get('w10-jobs')) : undefined,
     w10IdleMs: get('w10-idle-ms') ? Number(get('w10-idle-ms')) : undefined,
+    w12: listed?.includes('W12') ?? false,
+    w12Seconds: get('w12-seconds') ? Number(get('w12-seconds')) : undefined,
     raw: argv,
   };
   for (const s of args.systems) if (!SYSTEMS.includes(s) && !CYCLONE_VARIANTS.includes(s)) throw new Error(`unknown system ${s}`);
@@ -467,6 +473,40 @@ async function main(): Promise<void> {
       }
     }
 
+    // W12: the queue under held-back vacuum, each system free and held (Cyclone also held with retention 0).
+    const w12: HeldXminResult[] = [];
+    const w12Params: HeldXminParams = {
+      ratePerSec: 1_000,
+      seconds: args.w12Seconds ?? (args.quick ? 30 : 300),
+      workers: 20,
+      windowSeconds: args.quick ? 5 : 30,
+    };
+    if (args.w12) {
+      for (const system of args.systems.filter((s) => !CYCLONE_VARIANTS.includes(s) && !W1_ONLY.includes(s))) {
+        const modes: HeldXminMode[] = system === 'cyclone' ? ['free', 'held', 'held-retention-0'] : ['free', 'held'];
+        for (const mode of modes) {
+          const database = `bench_w12_${system.replace(/-/g, '_')}_${mode.replace(/-/g, '_')}`;
+          await freshDatabase(system, database);
+          const r = (await runChild(
+            { mode: 'w12', system, ctx: ctxFor(database), params: { ...w12Params, mode } },
+            (w12Params.seconds + 180) * 1_000,
+          )) as HeldXminResult;
+          r.system ??= system;
+          r.mode ??= mode;
+          w12.push(r);
+          log(
+            `W12 ${system} ${mode}: ` +
+              (r.windows
+                ? `${r.windows.map((w) => w.jobsPerSec.toFixed(0)).join(' → ')} jobs/s; p99 ${r.windows.map((w) => w.p99Ms.toFixed(0)).join(' → ')} ms; ` +
+                  `${r.deadRows.toLocaleString('en-US')} dead rows, tables ${r.tablesMb.toFixed(0)} MB, indexes ${r.indexesMb.toFixed(0)} MB` +
+                  (r.error ? ` — ${r.error}` : '')
+                : `FAILED: ${r.error}`),
+          );
+          await dropDatabase(server.adminUrl, database);
+        }
+      }
+    }
+
     const beside: WorkloadResult[] = [];
     const history: BenchReport['history'] = { rows: args.historyRows, seed: undefined, runs: [], empty: beside };
     if (args.history && args.systems.includes('cyclone')) {
@@ -565,6 +605,7 @@ async function main(): Promise<void> {
       history,
       dashboard,
       w11: { params: w11Params, runs: w11 },
+      ...(args.w12 ? { w12: { params: w12Params, runs: w12 } } : {}),
       ...(args.fleet && args.systems.includes('cyclone') ? { fleet: { params: fp, runs: fleet } } : {}),
       ...(redis ? { redis: { version: redis.version } } : {}),
     };

@@ -4,6 +4,7 @@ import type { FleetParams, FleetResult } from '../fleet.js';
 import type { W11Form, W11Params, W11Result } from '../workflows.js';
 import type { SoakResult } from '../soak.js';
 import { CYCLONE_VARIANTS, type SystemName } from '../runners/types.js';
+import type { HeldXminParams, HeldXminResult } from '../held-xmin.js';
 import type { WorkloadName, WorkloadParams, WorkloadResult } from '../workloads.js';
 import type { PgbenchResult } from './pgbench.js';
 import { fmt, fmtSpread, ratio, spread, type Spread } from './stats.js';
@@ -41,6 +42,8 @@ export interface BenchReport {
   w11?: { params: W11Params; runs: W11Result[] };
   /** W10, the idle fleet, when it ran (with `--dispatch=redis`, or listed in --workloads). */
   fleet?: { params: FleetParams; runs: FleetResult[] };
+  /** W12, the queue under held-back vacuum, when it ran (listed in --workloads). */
+  w12?: { params: HeldXminParams; runs: HeldXminResult[] };
   /** The bench's redis-server, when broker dispatch ran. */
   redis?: { version: string };
 }
@@ -266,6 +269,7 @@ export function renderMarkdown(r: BenchReport): string {
   }
 
   if (r.fleet?.runs.length) out.push(...renderFleet(r.fleet, r.reps));
+  if (r.w12?.runs.length) out.push(...renderHeldXmin(r.w12));
 
   if (r.soak) {
     const k = r.soak;
@@ -570,4 +574,34 @@ function renderFleet(fleet: { params: FleetParams; runs: FleetResult[] }, reps: 
 /** A W5 run's pickup waits, as a table cell. */
 function pickup(p: { p50Ms: number; p95Ms: number; p99Ms: number } | undefined): string {
   return p ? `${fmt(p.p50Ms)} / ${fmt(p.p95Ms)} / ${fmt(p.p99Ms)} ms` : '—';
+}
+
+/** W12: each system's run free and under a held xmin, first window against last. */
+function renderHeldXmin(w12: { params: HeldXminParams; runs: HeldXminResult[] }): string[] {
+  const p = w12.params;
+  const out = [
+    `**W12 held-back vacuum** — ${p.ratePerSec.toLocaleString('en-US')} no-op jobs a second, each its own enqueue call, run by ${p.workers} workers ` +
+      `of the same process for ${p.seconds} s: free (nothing holds the xmin), and held (a REPEATABLE READ transaction, its snapshot ` +
+      "taken, open from the start to the end: no row that dies during the run can be vacuumed); Cyclone also held with `retention: 0`. " +
+      `Throughput and the wait from the enqueue call to the handler's first line, in the first and the last ${p.windowSeconds} s; ` +
+      'dead rows and sizes of every table and index of the database at the end (pg_stat_user_tables).',
+    '',
+    '| system | mode | jobs/s first → last | wait p50 first → last | wait p99 first → last | p99 over the run | dead rows | tables | indexes |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const r of w12.runs) {
+    if (!r.windows?.length) {
+      out.push(`| ${LABEL[r.system]} | ${r.mode} | failed: ${r.error} |||||||`);
+      continue;
+    }
+    const first = r.windows[0];
+    const last = r.windows[r.windows.length - 1];
+    out.push(
+      `| ${LABEL[r.system]} | ${r.mode} | ${fmt(first.jobsPerSec)} → ${fmt(last.jobsPerSec)} | ${fmt(first.p50Ms)} → ${fmt(last.p50Ms)} ms | ` +
+        `${fmt(first.p99Ms)} → ${fmt(last.p99Ms)} ms | ${fmt(r.p99Ms)} ms | ${r.deadRows.toLocaleString('en-US')} | ${fmt(r.tablesMb)} MB | ` +
+        `${fmt(r.indexesMb)} MB${r.error ? ` (${r.error})` : ''} |`,
+    );
+  }
+  out.push('');
+  return out;
 }
