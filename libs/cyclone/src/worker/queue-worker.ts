@@ -282,7 +282,7 @@ export class QueueWorker {
           }
           const began = performance.now();
           claims += 1;
-          const claim = await source.claim(wanted, Math.max(0, this.slots - this.busy - this.ready.length - this.reserved));
+          const claim = await source.claim(wanted, Math.max(0, this.freeSlots()));
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
           this.start(claim.rows, claim.shortLease ? began + this.aheadLeaseMs : undefined);
           filled ||= claim.rows.length === wanted;
@@ -317,10 +317,8 @@ export class QueueWorker {
    * handed back, not started: its short lease may not outlast its start.
    */
   private startReady(): void {
-    const cutoff = performance.now() - this.readyMaxMs;
-    let stale = 0;
-    while (stale < this.ready.length && this.ready[stale].claimedAt <= cutoff) stale += 1;
-    if (stale > 0) void this.handBackReady(this.ready.splice(0, stale), `after waiting ${this.readyMaxMs} ms for a slot`);
+    const stale = this.takeStale();
+    if (stale.length > 0) void this.handBackReady(stale, `after waiting ${this.readyMaxMs} ms for a slot`);
     if (this.ready.length === 0) return;
     const { row, claimedAt, leaseEndsAt } = this.ready.shift()!;
     const began = performance.now();
@@ -350,14 +348,18 @@ export class QueueWorker {
     const delay = this.ready[0].claimedAt + this.readyMaxMs - performance.now();
     this.readyTimer = setTimeout(() => {
       this.readyTimer = undefined;
-      const cutoff = performance.now() - this.readyMaxMs;
-      let stale = 0;
-      while (stale < this.ready.length && this.ready[stale].claimedAt <= cutoff) stale += 1;
-      if (stale > 0) this.ahead.stalled(this.readyMaxMs);
-      void this.handBackReady(this.ready.splice(0, stale), `after waiting ${this.readyMaxMs} ms for a slot`).finally(() =>
-        this.scheduleHandBack(),
-      );
+      const stale = this.takeStale();
+      if (stale.length > 0) this.ahead.stalled(this.readyMaxMs);
+      void this.handBackReady(stale, `after waiting ${this.readyMaxMs} ms for a slot`).finally(() => this.scheduleHandBack());
     }, Math.max(0, delay));
+  }
+
+  /** Takes the steps at hand that have waited readyMaxMs (the oldest come first). */
+  private takeStale(): ReadyStep[] {
+    const cutoff = performance.now() - this.readyMaxMs;
+    let stale = 0;
+    while (stale < this.ready.length && this.ready[stale].claimedAt <= cutoff) stale += 1;
+    return this.ready.splice(0, stale);
   }
 
   private async handBackReady(steps: ReadyStep[], when: string): Promise<void> {
