@@ -395,12 +395,16 @@ const cyclone = {
     await page.waitForURL(/kind=bulk_fails/);
     await waitFor('the filtered list', async () => (await page.locator('tr[data-run-id]').count()) === 3);
 
-    const dialog = page.waitForEvent('dialog');
+    // Accepted as it opens: a click whose page shows a confirm at once waits until it is answered.
+    const confirmed = new Promise<string>((resolve) =>
+      page.once('dialog', (d) => {
+        resolve(d.message());
+        void d.accept();
+      }),
+    );
     const posted = page.waitForRequest((request) => request.method() === 'POST' && request.url().includes('/api/bulk/retry'));
     await page.click('button[data-action="bulk-retry"]');
-    const confirm = await dialog;
-    expect(confirm.message()).toBe('Retry 3 failed runs matching kind: bulk_fails?');
-    await confirm.accept();
+    expect(await confirmed).toBe('Retry 3 failed runs matching kind: bulk_fails?');
     const request = await posted;
     const token = await page.evaluate(() => (globalThis as any).document.body.dataset.csrfToken);
     expect(request.headers()['x-cyclone-csrf']).toBe(token);

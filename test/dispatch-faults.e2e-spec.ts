@@ -362,9 +362,10 @@ describeWithRedis(
 
     it('a publisher killed between XADD and COMMIT: its rows are published again and the duplicates dropped, each job runs once', async () => {
       const { env, pool, fleet } = await setUp({ workers: 2, slots: 2 });
-      // Due in a moment: the crashing publisher takes the rows first, and holds them.
+      // Due in a few seconds, longer than the crashing publisher takes to start on a busy machine:
+      // it takes the rows before any worker's publisher may, and holds them.
       const runIds = await Promise.all(
-        Array.from({ length: 5 }, (_, i) => env.client.enqueue(DF_STEP, { key: `pub-${i}` } satisfies DfInput, { processIn: '1500ms' })),
+        Array.from({ length: 5 }, (_, i) => env.client.enqueue(DF_STEP, { key: `pub-${i}` } satisfies DfInput, { processIn: '6s' })),
       );
       const publisher = fork(OUTBOX_CRASH_SCRIPT, [], {
         env: { ...process.env, CRASH_DATABASE_URL: rig!.database.url, CRASH_REDIS_URL: redis!.url },
