@@ -60,15 +60,21 @@ async function start(options: StartOptions): Promise<SystemHandle> {
       },
     },
   });
+  // The runner has no bulk add: W12's producer, beside the workers, gets utilities of its own when it first needs them.
+  let bulk: Awaited<ReturnType<typeof makeWorkerUtils>> | undefined;
   return {
     enqueue: async (payload) => {
       await worker.addJob(JOB_KIND, payload);
     },
-    enqueueMany: async () => {
-      throw new Error('bulk enqueue goes through a producer-only handle');
+    enqueueMany: async (payloads) => {
+      bulk ??= await makeWorkerUtils({ connectionString: options.url, maxPoolSize: 2, logger: quiet });
+      await bulk.addJobs(payloads.map((payload) => ({ identifier: JOB_KIND, payload })));
     },
     owner: () => poolId,
-    stop: () => worker.stop(),
+    stop: async () => {
+      await worker.stop();
+      await bulk?.release();
+    },
   };
 }
 
