@@ -9,8 +9,8 @@ import { aheadTimes } from './claim-ahead.js';
 export interface SourceClaim {
   rows: ClaimedStep[];
   heldBack: boolean;
-  /** With steps claimed ahead: every row is leased for the short lease of those (aheadTimes). */
-  shortLease?: boolean;
+  /** With steps claimed ahead: the short lease every row holds (aheadTimes), unless renewed. */
+  shortLeaseMs?: number;
 }
 
 /**
@@ -63,10 +63,9 @@ export class PlainSource implements ClaimSource {
 
   async claim(limit: number, free: number): Promise<SourceClaim> {
     const { database, queue, owner, leaseTtlMs } = this.ctx;
-    const shortLease = limit > free;
-    const leaseMs = shortLease ? this.aheadLeaseMs : leaseTtlMs;
-    const { rows } = await database.query(CLAIM_STEPS, [queue, this.kinds, limit, owner, leaseMs]);
-    return { rows, heldBack: false, shortLease };
+    const shortLeaseMs = limit > free ? this.aheadLeaseMs : undefined;
+    const { rows } = await database.query(CLAIM_STEPS, [queue, this.kinds, limit, owner, shortLeaseMs ?? leaseTtlMs]);
+    return { rows, heldBack: false, shortLeaseMs };
   }
 }
 

@@ -75,8 +75,7 @@ export class QueueWorker {
   private readonly sources: ClaimSource[] = [];
   private nextSource = 0;
   private readonly ahead = new ClaimAhead();
-  /** How long a step claimed ahead is leased for, and may wait at hand. */
-  private readonly aheadLeaseMs: number;
+  /** How long a step claimed ahead may wait at hand (aheadTimes). */
   private readonly readyMaxMs: number;
   /** Claimed ahead, oldest first. */
   private readonly ready: ReadyStep[] = [];
@@ -107,7 +106,7 @@ export class QueueWorker {
     dispatched = false,
   ) {
     const ctx = { database: deps.database, queue, owner: deps.owner, leaseTtlMs: deps.leaseTtlMs, queueCap };
-    ({ leaseMs: this.aheadLeaseMs, maxWaitMs: this.readyMaxMs } = aheadTimes(deps.leaseTtlMs));
+    this.readyMaxMs = aheadTimes(deps.leaseTtlMs).maxWaitMs;
     const steps = registry.all();
     const unlimited = steps.filter((s) => !s.flow).map((s) => s.kind);
     if (unlimited.length > 0 || (steps.length === 0 && workflows.length === 0)) {
@@ -284,7 +283,7 @@ export class QueueWorker {
           claims += 1;
           const claim = await source.claim(wanted, Math.max(0, this.freeSlots()));
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
-          this.start(claim.rows, claim.shortLease ? began + this.aheadLeaseMs : undefined);
+          this.start(claim.rows, claim.shortLeaseMs === undefined ? undefined : began + claim.shortLeaseMs);
           filled ||= claim.rows.length === wanted;
           heldBack ||= claim.heldBack;
         }
