@@ -19,7 +19,8 @@ import { waitFor } from './support/wait.js';
  * was recorded; nothing is left running or waiting.
  */
 
-const LEASE_TTL_MS = 800;
+/** Long enough that a live worker's renewals (every third of it) land on a loaded machine: only a kill reclaims. */
+const LEASE_TTL_MS = 2_000;
 const POLL_MS: [number, number] = [50, 200];
 
 let rig: CrashRig | undefined;
