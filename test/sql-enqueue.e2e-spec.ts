@@ -131,8 +131,13 @@ describe('cyclone_enqueue', () => {
     expect(a).toMatchObject({ priority: -7, max_attempts: 2, timeout_ms: '5400000', retention_ms: '60000', max_reclaims: 0, delay_s: 90 });
 
     // No options: every default is the kind's.
-    const defaults = await written(await enqueue('send_email', { to: 'bob@example.com' }));
-    const clientDefaults = await written(await env.client.enqueue('send_email', { to: 'bob@example.com' }, { processIn: 0 }));
+    // Both read once they have run: a worker of this client may have started either by then.
+    const [viaSql, viaClient] = [
+      await enqueue('send_email', { to: 'bob@example.com' }),
+      await env.client.enqueue('send_email', { to: 'bob@example.com' }, { processIn: 0 }),
+    ];
+    for (const id of [viaSql, viaClient]) await env.client.result(id, { timeout: 10_000 });
+    const [defaults, clientDefaults] = [await written(viaSql), await written(viaClient)];
     expect(defaults).toEqual(clientDefaults);
     expect(defaults).toMatchObject({ queue: 'mail', priority: 3, max_attempts: 4, max_reclaims: 2, timeout_ms: '300000' });
     // A kind-wide limit applies to a job enqueued from SQL as to the client's.
