@@ -62,6 +62,16 @@ describe("the engine's SQL in one place", () => {
     }
   });
 
+  it('a function that turns a planner method off turns JIT off too (PostgreSQL 17 and earlier priced the disabled method past jit_above_cost)', async () => {
+    const { rows } = await migrated.client.query<{ name: string; settings: string[] }>(
+      `SELECT proname AS name, proconfig AS settings FROM pg_proc
+        WHERE proname LIKE 'cyclone\\_%' AND pronamespace = current_schema()::regnamespace
+          AND EXISTS (SELECT 1 FROM unnest(proconfig) s WHERE s LIKE 'enable\\_%=off')`,
+    );
+    expect(rows.length).toBeGreaterThan(0);
+    expect(rows.filter((r) => !r.settings.includes('jit=off')).map((r) => r.name)).toEqual([]);
+  });
+
   it("the schema's states, node types and error kinds are the ones the code names", async () => {
     const { rows } = await migrated.client.query<{ name: string; definition: string }>(
       `SELECT conname AS name, pg_get_constraintdef(oid) AS definition FROM pg_constraint

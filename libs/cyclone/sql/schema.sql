@@ -283,6 +283,7 @@ CREATE OR REPLACE FUNCTION cyclone_claim_flow(p_queue text, p_kinds text[], p_li
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -534,6 +535,7 @@ CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_l
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -589,6 +591,7 @@ CREATE OR REPLACE FUNCTION cyclone_claim_workflows(p_queue text, p_workflows tex
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -625,6 +628,7 @@ CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -716,6 +720,7 @@ CREATE OR REPLACE FUNCTION cyclone_deliver_results(p_run_ids uuid[])
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 DECLARE
   v_parents uuid[];
@@ -1159,6 +1164,7 @@ CREATE OR REPLACE FUNCTION cyclone_insert_and_start(p_ids uuid[], p_kinds text[]
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -1282,6 +1288,7 @@ CREATE OR REPLACE FUNCTION cyclone_load_history(p_run_id uuid, p_node_id text, p
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -1552,6 +1559,7 @@ CREATE OR REPLACE FUNCTION cyclone_record_nodes(p_run_id uuid, p_node_id text, p
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -1867,6 +1875,7 @@ CREATE OR REPLACE FUNCTION cyclone_release_successors(p_run_ids uuid[])
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 DECLARE
   v_lo       uuid := cyclone_lowest_id(p_run_ids);
@@ -2085,6 +2094,7 @@ CREATE OR REPLACE FUNCTION cyclone_settle_runs(p_run_ids uuid[])
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 DECLARE
   v_lo       uuid := cyclone_lowest_id(p_run_ids);
@@ -2241,6 +2251,7 @@ CREATE OR REPLACE FUNCTION cyclone_start_dispatched(p_run_ids uuid[], p_ids bigi
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
 AS $function$
 #variable_conflict use_column
 DECLARE
@@ -2272,6 +2283,7 @@ CREATE OR REPLACE FUNCTION cyclone_start_steps(p_run_ids uuid[], p_ids bigint[],
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
  SET plan_cache_mode TO 'force_generic_plan'
+ SET jit TO 'off'
 AS $function$
 DECLARE
   v_lo uuid := cyclone_lowest_id(p_run_ids);
@@ -2400,6 +2412,7 @@ CREATE OR REPLACE FUNCTION cyclone_wake_workflows(p_run_ids uuid[])
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
+ SET jit TO 'off'
 AS $function$
 DECLARE
   v_lo    uuid := cyclone_lowest_id(p_run_ids);
@@ -2466,5 +2479,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (15, 'CycloneLocalS
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (16, 'CycloneLendAhead1766304000000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (17, 'CycloneRetentionZero1766390400000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (18, 'CycloneNoJit1766476800000');
 
 SELECT cyclone_ensure_partitions(3);

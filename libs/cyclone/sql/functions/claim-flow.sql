@@ -30,7 +30,7 @@ RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
                trace_context jsonb, wait_ms float8)
 LANGUAGE plpgsql
-SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan SET jit = off
 AS $$
 DECLARE
   v_lo uuid := cyclone_lowest_id(p_run_ids);
@@ -83,7 +83,7 @@ RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
                trace_context jsonb, wait_ms float8, next_cursor text, held_back boolean)
 LANGUAGE plpgsql
-SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -17,7 +17,7 @@ RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
                trace_context jsonb, wait_ms float8)
 LANGUAGE plpgsql
-SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
+SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET plan_cache_mode = force_generic_plan SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -26,7 +26,7 @@ CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint
                                                   p_generations bigint[], p_outputs jsonb[])
 RETURNS TABLE (id bigint, generation bigint)
 LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE

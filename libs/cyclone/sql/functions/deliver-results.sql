@@ -45,7 +45,7 @@ $$;
 -- Its plans are kept, joins by key, for every caller (see complete-steps.sql).
 CREATE OR REPLACE FUNCTION cyclone_deliver_results(p_run_ids uuid[]) RETURNS void
 LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
 AS $$
 DECLARE
   v_parents uuid[];

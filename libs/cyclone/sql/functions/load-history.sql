@@ -16,7 +16,7 @@ CREATE OR REPLACE FUNCTION cyclone_load_history(p_run_id uuid, p_node_id text, p
 RETURNS TABLE (node_id text, node_type text, kind text, state text, output jsonb, error text, error_kind text,
                attempt integer, max_attempts integer, observed integer, version integer, wake_delay_ms integer)
 LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE

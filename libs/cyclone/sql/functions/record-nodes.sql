@@ -42,7 +42,7 @@ CREATE OR REPLACE FUNCTION cyclone_record_nodes(p_run_id uuid, p_node_id text, p
 RETURNS TABLE (node_id text, state text, output jsonb, error text, error_kind text, observed integer,
                attempt integer, max_attempts integer)
 LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -19,7 +19,7 @@
 -- Its plans are kept, joins by key, for every caller (see complete-steps.sql).
 CREATE OR REPLACE FUNCTION cyclone_settle_runs(p_run_ids uuid[]) RETURNS void
 LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
 AS $$
 DECLARE
   v_lo       uuid := cyclone_lowest_id(p_run_ids);

@@ -94,6 +94,7 @@ export class CycloneRetentionZero1766390400000 extends sqlMigration(
   'CycloneRetentionZero1766390400000',
   '0017-retention-zero',
 ) {}
+export class CycloneNoJit1766476800000 extends sqlMigration(18, 'CycloneNoJit1766476800000', '0018-no-jit') {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -118,6 +119,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneLocalStart1766217600000,
   CycloneLendAhead1766304000000,
   CycloneRetentionZero1766390400000,
+  CycloneNoJit1766476800000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */
