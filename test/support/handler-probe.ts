@@ -178,7 +178,8 @@ export async function claimAsDeadWorker(
   opts: { limit?: number; leaseTtlMs?: number; owner?: string; queue?: string } = {},
 ): Promise<{ id: string; run_id: string; lease_generation: string }[]> {
   const { limit = 1_000, leaseTtlMs = 1, owner = 'dead-worker', queue = 'default' } = opts;
-  return (await env.app.get(CycloneDatabase).query(CLAIM_STEPS, [queue, kinds, limit, owner, leaseTtlMs])).rows;
+  const { rows } = await env.app.get(CycloneDatabase).query(CLAIM_STEPS, [queue, kinds, limit, owner, leaseTtlMs, [], []]);
+  return rows.filter((row): row is typeof row & { id: string } => row.id !== null);
 }
 
 /** Waits for the environment's poll loop to finish its first tick (the one at startup). */

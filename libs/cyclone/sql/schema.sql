@@ -276,6 +276,62 @@ BEGIN
   RETURN v_state;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_claim_bands(p_queue text, p_low uuid, p_min_priority integer, p_bands smallint[], p_floors timestamp with time zone[])
+ RETURNS TABLE(band smallint, floor timestamp with time zone)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET jit TO 'off'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  v_known integer := coalesce(cardinality(p_bands), 0);
+  v_above integer := 32768;
+  v_below integer;
+  v_found smallint;
+BEGIN
+  FOR i IN 1 .. v_known + 1 LOOP
+    v_below := greatest(CASE WHEN i <= v_known THEN p_bands[i] ELSE -32769 END, p_min_priority - 1);
+    LOOP
+      v_found := (SELECT c.priority FROM cyclone_steps c
+                   WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
+                     AND c.priority < v_above AND c.priority > v_below AND c.run_id >= p_low
+                   ORDER BY c.priority DESC LIMIT 1);
+      EXIT WHEN v_found IS NULL;
+      band := v_found;
+      floor := '-infinity';
+      RETURN NEXT;
+      v_above := v_found;
+    END LOOP;
+    EXIT WHEN i > v_known OR p_bands[i] < p_min_priority;
+    band := p_bands[i];
+    floor := p_floors[i];
+    RETURN NEXT;
+    v_above := p_bands[i];
+  END LOOP;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_claim_floors(p_queue text, p_kinds text[], p_bands smallint[], p_floors timestamp with time zone[])
+ RETURNS TABLE(band smallint, floor timestamp with time zone)
+ LANGUAGE sql
+ STABLE
+ SET plan_cache_mode TO 'force_generic_plan'
+ SET enable_hashjoin TO 'off'
+ SET enable_mergejoin TO 'off'
+ SET enable_seqscan TO 'off'
+ SET jit TO 'off'
+AS $function$
+  SELECT b.band,
+         coalesce((SELECT c.scheduled_at FROM cyclone_steps c
+                    WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = b.band
+                      AND c.scheduled_at < b.floor AND c.kind = ANY (p_kinds)
+                      AND c.run_id >= (SELECT f.low FROM cyclone_claim_floor f)
+                    ORDER BY c.scheduled_at LIMIT 1), b.floor)
+    FROM unnest(p_bands, p_floors) AS b(band, floor)
+$function$;
+
 CREATE OR REPLACE FUNCTION cyclone_claim_flow(p_queue text, p_kinds text[], p_limited boolean, p_keyed boolean, p_limit integer, p_owner text, p_lease_ttl_ms bigint, p_queue_cap integer, p_kind_cap integer, p_key_cap integer, p_rate_limit integer, p_rate_per_ms bigint, p_rate_keyed boolean, p_cursor text)
  RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision, next_cursor text, held_back boolean)
  LANGUAGE plpgsql
@@ -531,6 +587,18 @@ END $function$;
 CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text, p_lease_ttl_ms bigint)
  RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
  LANGUAGE plpgsql
+AS $function$
+BEGIN
+  RETURN QUERY
+  SELECT c.id, c.run_id, c.node_id, c.kind, c.attempt, c.max_attempts, c.reclaims, c.lease_generation, c.timeout_ms,
+         c.input, c.upstream, c.trace_context, c.wait_ms
+    FROM cyclone_claim_steps_from(p_queue, p_kinds, p_limit, p_owner, p_lease_ttl_ms, NULL, NULL) c
+   WHERE c.id IS NOT NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_claim_steps_from(p_queue text, p_kinds text[], p_limit integer, p_owner text, p_lease_ttl_ms bigint, p_bands smallint[], p_floors timestamp with time zone[])
+ RETURNS TABLE(id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision, next_bands smallint[], next_floors timestamp with time zone[], asked_back boolean)
+ LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
@@ -539,49 +607,63 @@ CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_l
 AS $function$
 #variable_conflict use_column
 DECLARE
-  v_priority integer;
   v_low      uuid;
   v_paused   boolean;
+  v_band     smallint;
+  v_from     timestamptz;
+  v_first    timestamptz;
+  v_taken    integer;
   v_runs     uuid[] := '{}';
   v_ids      bigint[] := '{}';
   v_left     integer := p_limit;
+  v_bands    smallint[] := '{}';
+  v_floors   timestamptz[] := '{}';
+  v_asked    boolean := false;
 BEGIN
   SELECT f.low, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
     INTO v_low, v_paused FROM cyclone_claim_floor f;
   IF v_paused THEN
+    RETURN QUERY SELECT NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer, NULL::integer,
+                        NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
+                        coalesce(p_bands, '{}'), coalesce(p_floors, '{}'), false;
     RETURN;
   END IF;
-  SELECT c.priority INTO v_priority FROM cyclone_steps c
-   WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
-     AND c.run_id >= v_low
-   ORDER BY c.priority DESC LIMIT 1;
   -- The same order as one scan: priority, then due time, then age.
-  WHILE v_priority IS NOT NULL LOOP
-    SELECT v_runs || coalesce(array_agg(c.run_id), '{}'), v_ids || coalesce(array_agg(c.id), '{}')
-      INTO v_runs, v_ids
-      FROM (SELECT c.run_id, c.id FROM cyclone_steps c
-             WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_priority
-               AND c.run_id >= v_low AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
-             ORDER BY c.scheduled_at, c.id
-             LIMIT v_left
-               FOR UPDATE SKIP LOCKED) c;
-    v_left := p_limit - cardinality(v_ids);
-    EXIT WHEN v_left = 0;
-    SELECT c.priority INTO v_priority FROM cyclone_steps c
-     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority < v_priority
-       AND c.run_id >= v_low
-     ORDER BY c.priority DESC LIMIT 1;
+  FOR v_band, v_from IN SELECT b.band, b.floor FROM cyclone_claim_bands(p_queue, v_low, -32768, p_bands, p_floors) b LOOP
+    IF v_left > 0 THEN
+      SELECT v_runs || coalesce(array_agg(c.run_id), '{}'), v_ids || coalesce(array_agg(c.id), '{}'),
+             min(c.scheduled_at), count(*)
+        INTO v_runs, v_ids, v_first, v_taken
+        FROM (SELECT c.run_id, c.id, c.scheduled_at FROM cyclone_steps c
+               WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_band
+                 AND c.scheduled_at >= v_from AND c.scheduled_at <= now() AND c.run_id >= v_low
+                 AND c.kind = ANY (p_kinds)
+               ORDER BY c.scheduled_at, c.id
+               LIMIT v_left
+                 FOR UPDATE SKIP LOCKED) c;
+      v_from := CASE WHEN v_taken < v_left THEN now() ELSE v_first END - interval '1 second';
+      v_left := v_left - v_taken;
+    ELSIF v_from = '-infinity' THEN
+      -- A band found by probing and not reached: found again next time.
+      CONTINUE;
+    END IF;
+    v_bands := v_bands || v_band;
+    v_floors := v_floors || v_from;
   END LOOP;
-  IF cardinality(v_ids) < p_limit AND EXISTS (
+  IF v_left > 0 AND EXISTS (
        SELECT 1 FROM cyclone_steps c
         WHERE c.lease_expiry > now() AND c.lease_expiry <= now() + interval '3 seconds'
           AND c.state = 'running' AND c.queue = p_queue AND c.lease_owner <> p_owner AND c.run_id >= v_low) THEN
     PERFORM pg_notify('cyclone_idle', p_queue);
+    v_asked := true;
   END IF;
-  IF cardinality(v_ids) = 0 THEN
-    RETURN;
+  IF cardinality(v_ids) > 0 THEN
+    RETURN QUERY SELECT c.*, NULL::smallint[], NULL::timestamptz[], NULL::boolean
+                   FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms) c;
   END IF;
-  RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
+  RETURN QUERY SELECT NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer, NULL::integer,
+                      NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
+                      v_bands, v_floors, v_asked;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_claim_workflows(p_queue text, p_workflows text[], p_versions integer[], p_limit integer, p_owner text, p_lease_ttl_ms bigint)
@@ -1160,6 +1242,19 @@ END $function$;
 CREATE OR REPLACE FUNCTION cyclone_insert_and_start(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_start_queue text, p_start_kinds text[], p_start_limit integer, p_owner text, p_lease_ttl_ms bigint)
  RETURNS TABLE(woken text, id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
  LANGUAGE plpgsql
+AS $function$
+BEGIN
+  RETURN QUERY
+  SELECT * FROM cyclone_insert_and_start_from(p_ids, p_kinds, p_inputs, p_queues, p_retention_ms, p_priorities,
+                                              p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at,
+                                              p_process_in_ms, p_trace_contexts, p_backoff_ms, p_flow_keys,
+                                              p_rate_keys, p_start_queue, p_start_kinds, p_start_limit, p_owner,
+                                              p_lease_ttl_ms, NULL, NULL);
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_insert_and_start_from(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_start_queue text, p_start_kinds text[], p_start_limit integer, p_owner text, p_lease_ttl_ms bigint, p_bands smallint[], p_floors timestamp with time zone[])
+ RETURNS TABLE(woken text, id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
+ LANGUAGE plpgsql
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
@@ -1172,6 +1267,8 @@ DECLARE
   v_low  uuid;
   v_runs uuid[];
   v_ids  bigint[];
+  v_bands  smallint[];
+  v_floors timestamptz[];
 BEGIN
   SELECT array_agg(i.id) INTO v_due
     FROM cyclone_insert_jobs(p_ids, p_kinds, p_inputs, p_queues, NULL, p_retention_ms, p_priorities, p_max_attempts,
@@ -1183,14 +1280,17 @@ BEGIN
   END IF;
   IF NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_start_queue) THEN
     v_low := (SELECT f.low FROM cyclone_claim_floor f);
+    SELECT array_agg(b.band), array_agg(b.floor) INTO v_bands, v_floors
+      FROM cyclone_claim_bands(p_start_queue, v_low, (SELECT min(t.priority) FROM unnest(p_priorities) t(priority)),
+                               p_bands, p_floors) b;
     SELECT array_agg(s.run_id), array_agg(s.id) INTO v_runs, v_ids
       FROM (SELECT s.run_id, s.id FROM cyclone_steps s
              WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.flow_key IS NULL
                AND s.queue = p_start_queue AND s.kind = ANY (p_start_kinds) AND s.run_id >= v_low
-               AND NOT EXISTS (SELECT 1 FROM cyclone_steps c
-                                WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_start_queue
-                                  AND c.priority >= s.priority AND c.scheduled_at <= now() AND c.run_id >= v_low
-                                  AND c.run_id <> ALL (v_due))
+               AND NOT EXISTS (SELECT 1 FROM unnest(v_bands, v_floors) b(band, floor), cyclone_steps c
+                                WHERE b.band >= s.priority AND c.state = 'available' AND c.flow_key IS NULL
+                                  AND c.queue = p_start_queue AND c.priority = b.band AND c.scheduled_at >= b.floor
+                                  AND c.scheduled_at <= now() AND c.run_id >= v_low AND c.run_id <> ALL (v_due))
              ORDER BY s.priority DESC, s.id
              LIMIT p_start_limit) s;
     IF v_ids IS NOT NULL THEN
@@ -2481,5 +2581,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (16, 'CycloneLendAh
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (17, 'CycloneRetentionZero1766390400000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (18, 'CycloneNoJit1766476800000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (19, 'CycloneClaimFloors1766563200000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -29,7 +29,15 @@
 -- priorities, so a claim makes few probes.
 --
 -- Every scan reads only the months from cyclone_claim_floor on, which hold
--- every step that can be claimed (live-months.sql).
+-- every step that can be claimed (live-months.sql), and each band from the
+-- client's floor for it (claim-bands.sql). The last row (id NULL) gives the
+-- floors for the next claim: in a band this claim emptied (of what it could
+-- see), a second before now; in the band where it filled up, a second
+-- before the first step it took (the steps before it were claimed by
+-- others, or locked by a claim that may yet roll back); a band it did not
+-- reach keeps its floor. The second is for enqueues that commit after a
+-- claim that began later than they did: their steps are due from their
+-- transaction's start.
 --
 -- A claim that came back with fewer steps than it asked for, while another
 -- client holds steps of the queue claimed ahead of its slots, asks for them
@@ -38,57 +46,91 @@
 -- while this one has room. Steps claimed ahead are leased for at most 3 s
 -- (the client's aheadTimes); a lease that ends within 3 s is the sign of
 -- them. Other leases that end soon only cost a NOTIFY that frees nothing.
-CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
-                                               p_lease_ttl_ms bigint)
+-- The steps handed back keep their place, below this client's floors: the
+-- last row says it asked (asked_back), and the client's next claim reads
+-- every band from its start.
+CREATE OR REPLACE FUNCTION cyclone_claim_steps_from(p_queue text, p_kinds text[], p_limit integer, p_owner text,
+                                                    p_lease_ttl_ms bigint, p_bands smallint[], p_floors timestamptz[])
 RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
-               trace_context jsonb, wait_ms float8)
+               trace_context jsonb, wait_ms float8, next_bands smallint[], next_floors timestamptz[],
+               asked_back boolean)
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
 AS $$
 #variable_conflict use_column
 DECLARE
-  v_priority integer;
   v_low      uuid;
   v_paused   boolean;
+  v_band     smallint;
+  v_from     timestamptz;
+  v_first    timestamptz;
+  v_taken    integer;
   v_runs     uuid[] := '{}';
   v_ids      bigint[] := '{}';
   v_left     integer := p_limit;
+  v_bands    smallint[] := '{}';
+  v_floors   timestamptz[] := '{}';
+  v_asked    boolean := false;
 BEGIN
   SELECT f.low, EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_queue)
     INTO v_low, v_paused FROM cyclone_claim_floor f;
   IF v_paused THEN
+    RETURN QUERY SELECT NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer, NULL::integer,
+                        NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
+                        coalesce(p_bands, '{}'), coalesce(p_floors, '{}'), false;
     RETURN;
   END IF;
-  SELECT c.priority INTO v_priority FROM cyclone_steps c
-   WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue
-     AND c.run_id >= v_low
-   ORDER BY c.priority DESC LIMIT 1;
   -- The same order as one scan: priority, then due time, then age.
-  WHILE v_priority IS NOT NULL LOOP
-    SELECT v_runs || coalesce(array_agg(c.run_id), '{}'), v_ids || coalesce(array_agg(c.id), '{}')
-      INTO v_runs, v_ids
-      FROM (SELECT c.run_id, c.id FROM cyclone_steps c
-             WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_priority
-               AND c.run_id >= v_low AND c.kind = ANY (p_kinds) AND c.scheduled_at <= now()
-             ORDER BY c.scheduled_at, c.id
-             LIMIT v_left
-               FOR UPDATE SKIP LOCKED) c;
-    v_left := p_limit - cardinality(v_ids);
-    EXIT WHEN v_left = 0;
-    SELECT c.priority INTO v_priority FROM cyclone_steps c
-     WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority < v_priority
-       AND c.run_id >= v_low
-     ORDER BY c.priority DESC LIMIT 1;
+  FOR v_band, v_from IN SELECT b.band, b.floor FROM cyclone_claim_bands(p_queue, v_low, -32768, p_bands, p_floors) b LOOP
+    IF v_left > 0 THEN
+      SELECT v_runs || coalesce(array_agg(c.run_id), '{}'), v_ids || coalesce(array_agg(c.id), '{}'),
+             min(c.scheduled_at), count(*)
+        INTO v_runs, v_ids, v_first, v_taken
+        FROM (SELECT c.run_id, c.id, c.scheduled_at FROM cyclone_steps c
+               WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_queue AND c.priority = v_band
+                 AND c.scheduled_at >= v_from AND c.scheduled_at <= now() AND c.run_id >= v_low
+                 AND c.kind = ANY (p_kinds)
+               ORDER BY c.scheduled_at, c.id
+               LIMIT v_left
+                 FOR UPDATE SKIP LOCKED) c;
+      v_from := CASE WHEN v_taken < v_left THEN now() ELSE v_first END - interval '1 second';
+      v_left := v_left - v_taken;
+    ELSIF v_from = '-infinity' THEN
+      -- A band found by probing and not reached: found again next time.
+      CONTINUE;
+    END IF;
+    v_bands := v_bands || v_band;
+    v_floors := v_floors || v_from;
   END LOOP;
-  IF cardinality(v_ids) < p_limit AND EXISTS (
+  IF v_left > 0 AND EXISTS (
        SELECT 1 FROM cyclone_steps c
         WHERE c.lease_expiry > now() AND c.lease_expiry <= now() + interval '3 seconds'
           AND c.state = 'running' AND c.queue = p_queue AND c.lease_owner <> p_owner AND c.run_id >= v_low) THEN
     PERFORM pg_notify('cyclone_idle', p_queue);
+    v_asked := true;
   END IF;
-  IF cardinality(v_ids) = 0 THEN
-    RETURN;
+  IF cardinality(v_ids) > 0 THEN
+    RETURN QUERY SELECT c.*, NULL::smallint[], NULL::timestamptz[], NULL::boolean
+                   FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms) c;
   END IF;
-  RETURN QUERY SELECT * FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms);
+  RETURN QUERY SELECT NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer, NULL::integer,
+                      NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
+                      v_bands, v_floors, v_asked;
+END $$;
+
+-- The claim of clients of version 18 and before, without floors: every band
+-- from its start.
+CREATE OR REPLACE FUNCTION cyclone_claim_steps(p_queue text, p_kinds text[], p_limit integer, p_owner text,
+                                               p_lease_ttl_ms bigint)
+RETURNS TABLE (id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
+               reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
+               trace_context jsonb, wait_ms float8)
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY
+  SELECT c.id, c.run_id, c.node_id, c.kind, c.attempt, c.max_attempts, c.reclaims, c.lease_generation, c.timeout_ms,
+         c.input, c.upstream, c.trace_context, c.wait_ms
+    FROM cyclone_claim_steps_from(p_queue, p_kinds, p_limit, p_owner, p_lease_ttl_ms, NULL, NULL) c
+   WHERE c.id IS NOT NULL;
 END $$;

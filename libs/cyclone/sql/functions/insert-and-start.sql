@@ -8,7 +8,8 @@
 --
 -- Only when nothing older waits: a due available step of the queue at the
 -- same or a higher priority, other than these, leaves the new ones to the
--- claim, which takes them in order. Not on a paused queue; not for kinds
+-- claim, which takes them in order; each band is read from the client's
+-- floor for it (claim-bands.sql). Not on a paused queue; not for kinds
 -- with limits (their claim counts what runs). The new rows are this
 -- transaction's own, invisible to every other, so they need no lock. With
 -- broker dispatch on, their outbox rows (written by the insert) are deleted:
@@ -16,14 +17,15 @@
 --
 -- Returns the started steps (woken NULL), then one row (id NULL) for each
 -- queue that has due jobs of this batch still available, to wake.
-CREATE OR REPLACE FUNCTION cyclone_insert_and_start(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[],
-                                                    p_retention_ms bigint[], p_priorities smallint[],
-                                                    p_max_attempts integer[], p_max_reclaims integer[],
-                                                    p_timeout_ms bigint[], p_process_at timestamptz[],
-                                                    p_process_in_ms bigint[], p_trace_contexts jsonb[],
-                                                    p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[],
-                                                    p_start_queue text, p_start_kinds text[], p_start_limit integer,
-                                                    p_owner text, p_lease_ttl_ms bigint)
+CREATE OR REPLACE FUNCTION cyclone_insert_and_start_from(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[],
+                                                         p_retention_ms bigint[], p_priorities smallint[],
+                                                         p_max_attempts integer[], p_max_reclaims integer[],
+                                                         p_timeout_ms bigint[], p_process_at timestamptz[],
+                                                         p_process_in_ms bigint[], p_trace_contexts jsonb[],
+                                                         p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[],
+                                                         p_start_queue text, p_start_kinds text[],
+                                                         p_start_limit integer, p_owner text, p_lease_ttl_ms bigint,
+                                                         p_bands smallint[], p_floors timestamptz[])
 RETURNS TABLE (woken text, id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
                reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
                trace_context jsonb, wait_ms float8)
@@ -36,6 +38,8 @@ DECLARE
   v_low  uuid;
   v_runs uuid[];
   v_ids  bigint[];
+  v_bands  smallint[];
+  v_floors timestamptz[];
 BEGIN
   SELECT array_agg(i.id) INTO v_due
     FROM cyclone_insert_jobs(p_ids, p_kinds, p_inputs, p_queues, NULL, p_retention_ms, p_priorities, p_max_attempts,
@@ -47,14 +51,17 @@ BEGIN
   END IF;
   IF NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_start_queue) THEN
     v_low := (SELECT f.low FROM cyclone_claim_floor f);
+    SELECT array_agg(b.band), array_agg(b.floor) INTO v_bands, v_floors
+      FROM cyclone_claim_bands(p_start_queue, v_low, (SELECT min(t.priority) FROM unnest(p_priorities) t(priority)),
+                               p_bands, p_floors) b;
     SELECT array_agg(s.run_id), array_agg(s.id) INTO v_runs, v_ids
       FROM (SELECT s.run_id, s.id FROM cyclone_steps s
              WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.flow_key IS NULL
                AND s.queue = p_start_queue AND s.kind = ANY (p_start_kinds) AND s.run_id >= v_low
-               AND NOT EXISTS (SELECT 1 FROM cyclone_steps c
-                                WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_start_queue
-                                  AND c.priority >= s.priority AND c.scheduled_at <= now() AND c.run_id >= v_low
-                                  AND c.run_id <> ALL (v_due))
+               AND NOT EXISTS (SELECT 1 FROM unnest(v_bands, v_floors) b(band, floor), cyclone_steps c
+                                WHERE b.band >= s.priority AND c.state = 'available' AND c.flow_key IS NULL
+                                  AND c.queue = p_start_queue AND c.priority = b.band AND c.scheduled_at >= b.floor
+                                  AND c.scheduled_at <= now() AND c.run_id >= v_low AND c.run_id <> ALL (v_due))
              ORDER BY s.priority DESC, s.id
              LIMIT p_start_limit) s;
     IF v_ids IS NOT NULL THEN
@@ -67,4 +74,26 @@ BEGIN
            NULL::integer, NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8
       FROM cyclone_steps s
      WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.run_id >= cyclone_lowest_id(v_due);
+END $$;
+
+-- The enqueue of clients of version 18 and before, without floors.
+CREATE OR REPLACE FUNCTION cyclone_insert_and_start(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[],
+                                                    p_retention_ms bigint[], p_priorities smallint[],
+                                                    p_max_attempts integer[], p_max_reclaims integer[],
+                                                    p_timeout_ms bigint[], p_process_at timestamptz[],
+                                                    p_process_in_ms bigint[], p_trace_contexts jsonb[],
+                                                    p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[],
+                                                    p_start_queue text, p_start_kinds text[], p_start_limit integer,
+                                                    p_owner text, p_lease_ttl_ms bigint)
+RETURNS TABLE (woken text, id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer,
+               reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb,
+               trace_context jsonb, wait_ms float8)
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY
+  SELECT * FROM cyclone_insert_and_start_from(p_ids, p_kinds, p_inputs, p_queues, p_retention_ms, p_priorities,
+                                              p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at,
+                                              p_process_in_ms, p_trace_contexts, p_backoff_ms, p_flow_keys,
+                                              p_rate_keys, p_start_queue, p_start_kinds, p_start_limit, p_owner,
+                                              p_lease_ttl_ms, NULL, NULL);
 END $$;

@@ -1,6 +1,7 @@
 import type { CycloneDatabase } from '../database/cyclone-database.js';
 import { StatementBatcher } from '../database/statement-batcher.js';
-import { ENQUEUE_AND_START, ENQUEUE_JOBS, type EnqueueStartRow } from '../sql/enqueue.sql.js';
+import { ENQUEUE_AND_START, ENQUEUE_AND_START_WITHOUT_FLOORS, ENQUEUE_JOBS, type EnqueueStartRow } from '../sql/enqueue.sql.js';
+import { SchemaFallback } from '../database/schema-fallback.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import { enqueueJobsValues, type NewJob } from '../steps/job-params.js';
 import type { WakePublisher } from '../notifications/wake-publisher.js';
@@ -25,6 +26,7 @@ export interface LocalLease {
  */
 export class EnqueueBatcher {
   private readonly batcher: StatementBatcher<NewJob, void>;
+  private readonly schema = new SchemaFallback();
 
   constructor(
     private readonly database: CycloneDatabase,
@@ -52,16 +54,18 @@ export class EnqueueBatcher {
     }
     let rows: EnqueueStartRow[] = [];
     try {
-      rows = (
-        await this.database.query(ENQUEUE_AND_START, [
-          ...enqueueJobsValues(jobs),
-          start.queue,
-          start.kinds,
-          start.limit,
-          this.lease.owner,
-          this.lease.leaseTtlMs,
-        ])
-      ).rows;
+      const params = [
+        ...enqueueJobsValues(jobs),
+        start.queue,
+        start.kinds,
+        start.limit,
+        this.lease.owner,
+        this.lease.leaseTtlMs,
+      ] as const;
+      rows = await this.schema.run(
+        async () => (await this.database.query(ENQUEUE_AND_START, [...params, ...start.floors])).rows,
+        async () => (await this.database.query(ENQUEUE_AND_START_WITHOUT_FLOORS, [...params])).rows,
+      );
     } finally {
       // The slots go back before the wake-ups, which may claim with them.
       start.started(rows.filter((row): row is ClaimedStep & EnqueueStartRow => row.id !== null));

@@ -95,6 +95,11 @@ export class CycloneRetentionZero1766390400000 extends sqlMigration(
   '0017-retention-zero',
 ) {}
 export class CycloneNoJit1766476800000 extends sqlMigration(18, 'CycloneNoJit1766476800000', '0018-no-jit') {}
+export class CycloneClaimFloors1766563200000 extends sqlMigration(
+  19,
+  'CycloneClaimFloors1766563200000',
+  '0019-claim-floors',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -120,6 +125,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneLendAhead1766304000000,
   CycloneRetentionZero1766390400000,
   CycloneNoJit1766476800000,
+  CycloneClaimFloors1766563200000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

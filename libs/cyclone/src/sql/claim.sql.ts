@@ -19,12 +19,33 @@ export interface ClaimedStep {
   wait_ms: number;
 }
 
+/** A row of CLAIM_STEPS: a started step, or (id null, last) where the next claim reads each band from. */
+export interface PlainClaimRow extends Omit<ClaimedStep, 'id'> {
+  id: string | null;
+  /** The bands read and not reached, highest first, and their floors (sql/functions/claim-bands.sql). */
+  next_bands: number[] | null;
+  next_floors: Date[] | null;
+  /** The claim asked other clients to hand back steps they hold ahead (they keep their place, below the floors). */
+  asked_back: boolean | null;
+}
+
 /**
- * The claim: as many steps as the worker has free slots, in one call
+ * The claim: as many steps as the worker has free slots, in one call, each
+ * priority band read from the worker's floor for it
  * (sql/functions/claim-steps.sql). Steps of kinds with limits (flow_key
  * set) are not this statement's: CLAIM_FLOW takes them.
  */
 export const CLAIM_STEPS = statement<
+  [queue: string, kinds: string[], limit: number, owner: string, leaseTtlMs: number, bands: number[], floors: Date[]],
+  PlainClaimRow
+>(
+  'cyclone_claim_steps_from',
+  /* sql */ `SELECT * FROM cyclone_claim_steps_from($1, $2, $3, $4, $5, $6::smallint[], $7::timestamptz[])`,
+  { prepared: true },
+);
+
+/** The claim of a schema before version 19, without floors: every band read from its start. */
+export const CLAIM_STEPS_WITHOUT_FLOORS = statement<
   [queue: string, kinds: string[], limit: number, owner: string, leaseTtlMs: number],
   ClaimedStep
 >(
@@ -32,6 +53,16 @@ export const CLAIM_STEPS = statement<
   /* sql */ `SELECT id, run_id, node_id, kind, attempt, max_attempts, reclaims, lease_generation, timeout_ms, input, upstream,
          trace_context, wait_ms
   FROM cyclone_claim_steps($1, $2, $3, $4, $5)`,
+  { prepared: true },
+);
+
+/** A look below a worker's floors: each band's floor, or the due time of a step found below it. */
+export const CLAIM_FLOORS = statement<
+  [queue: string, kinds: string[], bands: number[], floors: Date[]],
+  { band: number; floor: Date }
+>(
+  'cyclone_claim_floors',
+  /* sql */ `SELECT band, floor FROM cyclone_claim_floors($1, $2, $3::smallint[], $4::timestamptz[])`,
   { prepared: true },
 );
 

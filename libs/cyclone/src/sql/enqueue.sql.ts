@@ -117,14 +117,38 @@ export interface EnqueueStartRow extends Omit<ClaimedStep, 'id'> {
 /**
  * ENQUEUE_JOBS, starting up to `startLimit` of the due jobs of `startQueue`
  * and `startKinds` in this client's idle workers in the same statement
- * (sql/functions/insert-and-start.sql). Returns the started steps, and the
- * queues that still have due jobs of the batch to wake.
+ * (sql/functions/insert-and-start.sql), reading the queue from the worker's
+ * floors. Returns the started steps, and the queues that still have due
+ * jobs of the batch to wake.
  */
 export const ENQUEUE_AND_START = statement<
-  [...StatementParams<typeof ENQUEUE_JOBS>, startQueue: string, startKinds: string[], startLimit: number, owner: string, leaseTtlMs: number],
+  [
+    ...StatementParams<typeof ENQUEUE_JOBS>,
+    startQueue: string,
+    startKinds: string[],
+    startLimit: number,
+    owner: string,
+    leaseTtlMs: number,
+    bands: number[],
+    floors: Date[],
+  ],
   EnqueueStartRow
 >(
   'cyclone_enqueue_and_start',
+  /* sql */ `
+SELECT * FROM cyclone_insert_and_start_from($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::bigint[], $6::smallint[],
+                                            $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[],
+                                            $12::jsonb[], $13::text[], $14::text[], $15::text[], $16, $17::text[], $18,
+                                            $19, $20, $21::smallint[], $22::timestamptz[])`,
+  { prepared: true },
+);
+
+/** ENQUEUE_AND_START on a schema before version 19, without floors. */
+export const ENQUEUE_AND_START_WITHOUT_FLOORS = statement<
+  [...StatementParams<typeof ENQUEUE_JOBS>, startQueue: string, startKinds: string[], startLimit: number, owner: string, leaseTtlMs: number],
+  EnqueueStartRow
+>(
+  'cyclone_enqueue_and_start_without_floors',
   /* sql */ `
 SELECT * FROM cyclone_insert_and_start($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::bigint[], $6::smallint[],
                                        $7::integer[], $8::integer[], $9::bigint[], $10::timestamptz[], $11::bigint[],

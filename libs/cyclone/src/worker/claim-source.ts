@@ -1,9 +1,11 @@
 import type { CycloneDatabase } from '../database/cyclone-database.js';
-import { CLAIM_FLOW, CLAIM_STEPS, type ClaimedStep } from '../sql/claim.sql.js';
+import { CLAIM_FLOORS, CLAIM_FLOW, CLAIM_STEPS, CLAIM_STEPS_WITHOUT_FLOORS, type ClaimedStep } from '../sql/claim.sql.js';
+import { SchemaFallback } from '../database/schema-fallback.js';
 import { CLAIM_WORKFLOWS } from '../sql/code-workflow.sql.js';
 import type { RegisteredWorkflow } from '../workflow/code/registered-workflow.js';
 import { isKeyed, type FlowLimits } from '../steps/flow-limits.js';
 import { aheadTimes } from './claim-ahead.js';
+import { ClaimFloors } from './claim-floors.js';
 
 /** What one claim of a source gave: the started steps, and whether a limit held due work back. */
 export interface SourceClaim {
@@ -48,10 +50,13 @@ export interface ClaimContext {
  * before that lease ends, and a worker that dies holding them leaves them to
  * the recovery sweep within seconds, not after a whole lease TTL. A claim
  * that comes back short asks other clients for the steps they hold ahead
- * (claim-steps.sql).
+ * (claim-steps.sql). Each claim reads the queue's bands from the floors the
+ * last one returned (ClaimFloors).
  */
 export class PlainSource implements ClaimSource {
   readonly claimsAhead = true;
+  readonly floors = new ClaimFloors();
+  private readonly schema = new SchemaFallback();
   private readonly aheadLeaseMs: number;
 
   constructor(
@@ -64,8 +69,29 @@ export class PlainSource implements ClaimSource {
   async claim(limit: number, free: number): Promise<SourceClaim> {
     const { database, queue, owner, leaseTtlMs } = this.ctx;
     const shortLeaseMs = limit > free ? this.aheadLeaseMs : undefined;
-    const { rows } = await database.query(CLAIM_STEPS, [queue, this.kinds, limit, owner, shortLeaseMs ?? leaseTtlMs]);
+    const params = [queue, this.kinds, limit, owner, shortLeaseMs ?? leaseTtlMs] as const;
+    const rows = await this.schema.run(
+      async () => {
+        const { rows } = await database.query(CLAIM_STEPS, [...params, ...this.floors.params()]);
+        const status = rows[rows.length - 1];
+        if (status.asked_back) this.floors.forget();
+        else this.floors.claimed(status.next_bands ?? [], status.next_floors ?? []);
+        return rows.slice(0, -1) as ClaimedStep[];
+      },
+      async () => (await database.query(CLAIM_STEPS_WITHOUT_FLOORS, [...params])).rows,
+    );
     return { rows, heldBack: false, shortLeaseMs };
+  }
+
+  /** Looks below the floors (at most every FLOOR_CHECK_MS); true when it found a step there. */
+  async checkFloors(): Promise<boolean> {
+    if (!this.floors.checkDue(performance.now())) return false;
+    const [bands, floors] = this.floors.params();
+    const { rows } = await this.ctx.database.query(CLAIM_FLOORS, [this.ctx.queue, this.kinds, bands, floors]);
+    return this.floors.lowered(
+      rows.map((r) => r.band),
+      rows.map((r) => r.floor),
+    );
   }
 }
 

@@ -7,6 +7,8 @@ export interface LocalStart {
   queue: string;
   kinds: string[];
   limit: number;
+  /** Where the worker's claims read the queue's bands from (ClaimFloors). */
+  floors: [bands: number[], floors: Date[]];
   /** Hands over the steps the statement started, and lets go of the slots it did not use. */
   started(rows: ClaimedStep[]): void;
 }
@@ -41,6 +43,7 @@ export class LocalWorkers {
       queue,
       kinds: [...kinds],
       limit,
+      floors: worker.floorParams(),
       started: (rows) => worker.startReserved(limit, rows),
     };
   }

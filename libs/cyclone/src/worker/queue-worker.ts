@@ -82,8 +82,8 @@ export class QueueWorker {
   private readyTimer?: NodeJS.Timeout;
   /** The workflows' nodes, as steps, by name. */
   private readonly workflowSteps = new Map<string, RegisteredStep>();
-  /** With broker dispatch: the plain source, claimed from only while Redis is away. */
-  private readonly plainSource?: ClaimSource;
+  /** The plain claim's source, if the queue has one (with broker dispatch, claimed from only while Redis is away). */
+  private readonly plainSource?: PlainSource;
   /**
    * The kinds of the plain claim (none on a capped queue): the ones an
    * enqueue here may start in this worker (LocalWorkers) and, with broker
@@ -103,7 +103,7 @@ export class QueueWorker {
     private readonly deps: ExecutionDeps,
     queueCap: number | null = null,
     workflows: RegisteredWorkflow[] = [],
-    dispatched = false,
+    private readonly dispatched = false,
   ) {
     const ctx = { database: deps.database, queue, owner: deps.owner, leaseTtlMs: deps.leaseTtlMs, queueCap };
     this.readyMaxMs = aheadTimes(deps.leaseTtlMs).maxWaitMs;
@@ -114,9 +114,8 @@ export class QueueWorker {
         this.sources.push(new FlowSource(ctx, unlimited, undefined));
       } else {
         this.plainKinds = unlimited;
-        const plain = new PlainSource(ctx, unlimited);
-        if (dispatched) this.plainSource = plain;
-        else this.sources.push(plain);
+        this.plainSource = new PlainSource(ctx, unlimited);
+        if (!dispatched) this.sources.push(this.plainSource);
       }
     }
     for (const step of steps) if (step.flow) this.sources.push(new FlowSource(ctx, [step.kind], step.flow));
@@ -135,6 +134,29 @@ export class QueueWorker {
       // A wake-up that arrived after the last loop check must not be lost.
       if (this.wakeAgain) this.wake();
     });
+  }
+
+  /**
+   * The poll tick: looks below the plain claim's floors (at most once a
+   * second; a step found there, which a claim from the floors would not
+   * read, moves its floor down), then claims.
+   */
+  async poll(): Promise<void> {
+    const plain = this.plainSource;
+    try {
+      if (plain && this.sources.includes(plain) && !this.stopped) await plain.checkFloors();
+    } catch (err) {
+      // The claim below reports a database that is away; this look is tried again next tick.
+      if (!this.deps.database.covers(err)) {
+        this.logger.warn(`Look below the claim floors of queue "${this.queue}" failed: ${(err as Error).message}`);
+      }
+    }
+    this.wake();
+  }
+
+  /** Where an enqueue that starts its jobs here reads the queue from: the plain claim's floors. */
+  floorParams(): [bands: number[], floors: Date[]] {
+    return this.plainSource?.floors.params() ?? [[], []];
   }
 
   /**
@@ -236,7 +258,7 @@ export class QueueWorker {
 
   /** While Redis is away (whenRedisDown 'claim'): claim the plain source's steps from the database again. */
   setClaimFallback(on: boolean): void {
-    if (!this.plainSource) return;
+    if (!this.plainSource || !this.dispatched) return;
     const index = this.sources.indexOf(this.plainSource);
     if (on && index < 0) this.sources.unshift(this.plainSource);
     if (!on && index >= 0) this.sources.splice(index, 1);

@@ -6,7 +6,7 @@ import { toJson } from '../common/validate.js';
 import type { RegisteredStep } from '../steps/registered-step.js';
 import { Snooze } from '../interfaces/snooze.js';
 import { FAIL_STEP, FAIL_STEP_WITHOUT_STACK, SNOOZE_STEP } from '../sql/complete.sql.js';
-import { sqlStateOf } from '../database/database-fault.js';
+import { sqlStateOf, UNDEFINED_FUNCTION } from '../database/database-fault.js';
 import type { CompletionBatcher } from './completion-batcher.js';
 import type { ClaimedStep } from '../sql/claim.sql.js';
 import { Heartbeat } from './heartbeat.js';
@@ -317,6 +317,3 @@ export class StepExecution {
     return { outcome: 'lease_lost', failed: false };
   }
 }
-
-/** SQLSTATE undefined_function: the database is at a schema version before this client's. */
-const UNDEFINED_FUNCTION = '42883';

@@ -98,7 +98,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     this.unsubscribe.push(
       this.listener.on(WAKE_CHANNEL, (queue) => this.workers.get(queue)?.wake()),
       this.listener.on(IDLE_CHANNEL, (queue) => this.workers.get(queue)?.lendAhead()),
-      this.listener.onReconnect(() => this.wakeAll()),
+      this.listener.onReconnect(() => void this.wakeAll()),
     );
     this.stats.servedQueues = new Map([...this.workers.values()].map((w) => [w.queue, w.slots]));
     this.stats.workflowVersions = new Map(
@@ -171,8 +171,8 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  private wakeAll(): void {
-    for (const worker of this.workers.values()) worker.wake();
+  private async wakeAll(): Promise<void> {
+    await Promise.all([...this.workers.values()].map((worker) => worker.poll()));
   }
 
   /**
