@@ -130,8 +130,8 @@ describe('client calls on runs', () => {
       try {
         ids = await env.client.enqueueMany('double', [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }, { n: 5 }]);
         // Workers share the database object (claims, heartbeats): count only the statements that insert jobs.
-        // (cyclone_insert_and_start inserts too, and starts the jobs an idle worker of this client takes.)
-        const inserts = spy.mock.calls.filter(([stmt]) => /cyclone_insert_(jobs|and_start)\(/.test(stmt.text));
+        // (cyclone_insert_and_start_from inserts too, and starts the jobs an idle worker of this client takes.)
+        const inserts = spy.mock.calls.filter(([stmt]) => /cyclone_insert_(jobs|and_start_from)\(/.test(stmt.text));
         expect(inserts).toHaveLength(1);
       } finally {
         spy.mockRestore();

@@ -48,7 +48,7 @@ describe('an enqueue where a worker of the queue is idle', () => {
       await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toBe('done');
     });
     expect(sent).toContain('cyclone_enqueue_and_start');
-    expect(sent).not.toContain('cyclone_claim_steps');
+    expect(sent).not.toContain('cyclone_claim_steps_from');
     expect(sent).not.toContain('cyclone_wake_queues');
   });
 

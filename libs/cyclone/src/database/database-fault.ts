@@ -121,10 +121,10 @@ export async function settle<T>(work: Promise<T>, context: CallFaultContext): Pr
   }
 }
 
-/** The SQLSTATE of a server error, also when TypeORM wrapped it. */
 /** SQLSTATE undefined_function: the database is at a schema version before this client's. */
 export const UNDEFINED_FUNCTION = '42883';
 
+/** The SQLSTATE of a server error, also when TypeORM wrapped it. */
 export function sqlStateOf(err: unknown): string | undefined {
   const { code } = driverError(err);
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;

@@ -1,5 +1,11 @@
 /** How often at most a worker looks below its floors (on its poll ticks). */
-export const FLOOR_CHECK_MS = 1_000;
+const FLOOR_CHECK_MS = 1_000;
+/**
+ * A look that took longer waits this many times as long before the next:
+ * while the vacuum is held back a look reads the whole head of the index,
+ * which grows, and it should not take more than a twentieth of the time.
+ */
+const FLOOR_CHECK_SPACING = 20;
 
 /**
  * A worker's floors, one for each priority band of its queue it has claimed
@@ -18,17 +24,17 @@ export class ClaimFloors {
   private bands: number[] = [];
   private floors: Date[] = [];
   private checkedAt = 0;
+  private checkTookMs = 0;
 
   /** The bands and floors for a claim or an enqueue's start. */
   params(): [bands: number[], floors: Date[]] {
     return [this.bands, this.floors];
   }
 
-  /** The floors a claim returned: for every band it read, and the ones it did not reach, kept. */
+  /** The floors a claim returned (highest band first): for every band it read, and the ones it did not reach, kept. */
   claimed(bands: number[], floors: Date[]): void {
-    const order = bands.map((band, i) => ({ band, floor: floors[i] })).sort((a, b) => b.band - a.band);
-    this.bands = order.map((o) => o.band);
-    this.floors = order.map((o) => o.floor);
+    this.bands = bands;
+    this.floors = floors;
   }
 
   /**
@@ -36,16 +42,11 @@ export class ClaimFloors {
    * floor goes down to the step found under it. A claim that returned in
    * the meantime may have moved a floor; the lower of the two is kept.
    */
-  lowered(bands: number[], floors: Date[]): boolean {
-    let lowered = false;
+  lowered(bands: number[], floors: Date[]): void {
     bands.forEach((band, i) => {
       const at = this.bands.indexOf(band);
-      if (at >= 0 && floors[i] < this.floors[at]) {
-        this.floors[at] = floors[i];
-        lowered = true;
-      }
+      if (at >= 0 && floors[i] < this.floors[at]) this.floors[at] = floors[i];
     });
-    return lowered;
   }
 
   /** The next claim reads every band from its start (steps handed back to this worker keep their place below its floors). */
@@ -54,10 +55,14 @@ export class ClaimFloors {
     this.floors = [];
   }
 
-  /** Whether a look below the floors is due: there are floors, and the last look was FLOOR_CHECK_MS ago. */
+  /** Whether a look below the floors is due: there are floors, and the last look ended long enough ago. */
   checkDue(now: number): boolean {
-    if (this.bands.length === 0 || now - this.checkedAt < FLOOR_CHECK_MS) return false;
+    return this.bands.length > 0 && now - this.checkedAt >= Math.max(FLOOR_CHECK_MS, FLOOR_CHECK_SPACING * this.checkTookMs);
+  }
+
+  /** A look below the floors began at `startedAt` and has ended. */
+  checked(startedAt: number, now: number): void {
     this.checkedAt = now;
-    return true;
+    this.checkTookMs = now - startedAt;
   }
 }

@@ -83,15 +83,20 @@ export class PlainSource implements ClaimSource {
     return { rows, heldBack: false, shortLeaseMs };
   }
 
-  /** Looks below the floors (at most every FLOOR_CHECK_MS); true when it found a step there. */
-  async checkFloors(): Promise<boolean> {
-    if (!this.floors.checkDue(performance.now())) return false;
+  /** Looks below the floors, at most once a second (ClaimFloors.checkDue), and lowers each to the step found under it. */
+  async checkFloors(): Promise<void> {
+    const startedAt = performance.now();
+    if (!this.floors.checkDue(startedAt)) return;
     const [bands, floors] = this.floors.params();
-    const { rows } = await this.ctx.database.query(CLAIM_FLOORS, [this.ctx.queue, this.kinds, bands, floors]);
-    return this.floors.lowered(
-      rows.map((r) => r.band),
-      rows.map((r) => r.floor),
-    );
+    try {
+      const { rows } = await this.ctx.database.query(CLAIM_FLOORS, [this.ctx.queue, this.kinds, bands, floors]);
+      this.floors.lowered(
+        rows.map((r) => r.band),
+        rows.map((r) => r.floor),
+      );
+    } finally {
+      this.floors.checked(startedAt, performance.now());
+    }
   }
 }
 

@@ -262,6 +262,8 @@ export class QueueWorker {
     const index = this.sources.indexOf(this.plainSource);
     if (on && index < 0) this.sources.unshift(this.plainSource);
     if (!on && index >= 0) this.sources.splice(index, 1);
+    // Floors are kept up only while the source is claimed from.
+    if (!on) this.plainSource.floors.forget();
     if (on) this.wake();
   }
 
