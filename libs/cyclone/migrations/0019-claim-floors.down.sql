@@ -108,6 +108,14 @@ BEGIN
      WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.run_id >= cyclone_lowest_id(v_due);
 END $$;
 
+CREATE OR REPLACE FUNCTION cyclone_live_floor() RETURNS uuid
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN cyclone_month_floor(least(date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month',
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id LIMIT 1)),
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id LIMIT 1))));
+END $$;
+
 DROP FUNCTION IF EXISTS cyclone_claim_steps_from(text, text[], integer, text, bigint, smallint[], timestamptz[]);
 DROP FUNCTION IF EXISTS cyclone_insert_and_start_from(uuid[], text[], jsonb[], text[], bigint[], smallint[], integer[],
                                                       integer[], bigint[], timestamptz[], bigint[], jsonb[], text[],

@@ -1245,15 +1245,18 @@ CREATE OR REPLACE FUNCTION cyclone_insert_and_start(p_ids uuid[], p_kinds text[]
 AS $function$
 BEGIN
   RETURN QUERY
-  SELECT * FROM cyclone_insert_and_start_from(p_ids, p_kinds, p_inputs, p_queues, p_retention_ms, p_priorities,
-                                              p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at,
-                                              p_process_in_ms, p_trace_contexts, p_backoff_ms, p_flow_keys,
-                                              p_rate_keys, p_start_queue, p_start_kinds, p_start_limit, p_owner,
-                                              p_lease_ttl_ms, NULL, NULL);
+  SELECT c.woken, c.id, c.run_id, c.node_id, c.kind, c.attempt, c.max_attempts, c.reclaims, c.lease_generation,
+         c.timeout_ms, c.input, c.upstream, c.trace_context, c.wait_ms
+    FROM cyclone_insert_and_start_from(p_ids, p_kinds, p_inputs, p_queues, p_retention_ms, p_priorities,
+                                       p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at,
+                                       p_process_in_ms, p_trace_contexts, p_backoff_ms, p_flow_keys, p_rate_keys,
+                                       p_start_queue, p_start_kinds, p_start_limit, p_owner, p_lease_ttl_ms, NULL,
+                                       NULL) c
+   WHERE c.woken IS NOT NULL OR c.id IS NOT NULL;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_insert_and_start_from(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_start_queue text, p_start_kinds text[], p_start_limit integer, p_owner text, p_lease_ttl_ms bigint, p_bands smallint[], p_floors timestamp with time zone[])
- RETURNS TABLE(woken text, id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision)
+ RETURNS TABLE(woken text, id bigint, run_id uuid, node_id text, kind text, attempt integer, max_attempts integer, reclaims integer, lease_generation bigint, timeout_ms bigint, input jsonb, upstream jsonb, trace_context jsonb, wait_ms double precision, next_bands smallint[], next_floors timestamp with time zone[])
  LANGUAGE plpgsql
  SET enable_hashjoin TO 'off'
  SET enable_mergejoin TO 'off'
@@ -1263,12 +1266,16 @@ CREATE OR REPLACE FUNCTION cyclone_insert_and_start_from(p_ids uuid[], p_kinds t
 AS $function$
 #variable_conflict use_column
 DECLARE
-  v_due  uuid[];
-  v_low  uuid;
-  v_runs uuid[];
-  v_ids  bigint[];
-  v_bands  smallint[];
-  v_floors timestamptz[];
+  v_due     uuid[];
+  v_low     uuid;
+  v_runs    uuid[];
+  v_ids     bigint[];
+  v_band    smallint;
+  v_from    timestamptz;
+  v_waiting smallint;
+  v_lowest  smallint := (SELECT min(t.priority) FROM unnest(p_priorities) t(priority));
+  v_bands   smallint[] := '{}';
+  v_floors  timestamptz[] := '{}';
 BEGIN
   SELECT array_agg(i.id) INTO v_due
     FROM cyclone_insert_jobs(p_ids, p_kinds, p_inputs, p_queues, NULL, p_retention_ms, p_priorities, p_max_attempts,
@@ -1280,27 +1287,51 @@ BEGIN
   END IF;
   IF NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_start_queue) THEN
     v_low := (SELECT f.low FROM cyclone_claim_floor f);
-    SELECT array_agg(b.band), array_agg(b.floor) INTO v_bands, v_floors
-      FROM cyclone_claim_bands(p_start_queue, v_low, (SELECT min(t.priority) FROM unnest(p_priorities) t(priority)),
-                               p_bands, p_floors) b;
+    -- The highest band where an older step waits: only new steps above it start here.
+    FOR v_band, v_from IN
+      SELECT b.band, b.floor FROM cyclone_claim_bands(p_start_queue, v_low, v_lowest, p_bands, p_floors) b
+    LOOP
+      IF v_waiting IS NULL AND EXISTS (
+           SELECT 1 FROM cyclone_steps c
+            WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_start_queue AND c.priority = v_band
+              AND c.scheduled_at >= v_from AND c.scheduled_at <= now() AND c.run_id >= v_low
+              AND c.run_id <> ALL (v_due)) THEN
+        v_waiting := v_band;
+      END IF;
+      IF v_waiting IS NULL OR v_from > '-infinity' THEN
+        v_bands := v_bands || v_band;
+        v_floors := v_floors || CASE WHEN v_waiting IS NULL THEN now() - interval '1 second' ELSE v_from END;
+      END IF;
+    END LOOP;
+    -- The new steps, read by their runs' keys: with the claim index's
+    -- conditions inside, the planner would read them through that index
+    -- (it expects few available steps), past every dead entry of the queue.
     SELECT array_agg(s.run_id), array_agg(s.id) INTO v_runs, v_ids
-      FROM (SELECT s.run_id, s.id FROM cyclone_steps s
-             WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.flow_key IS NULL
-               AND s.queue = p_start_queue AND s.kind = ANY (p_start_kinds) AND s.run_id >= v_low
-               AND NOT EXISTS (SELECT 1 FROM unnest(v_bands, v_floors) b(band, floor), cyclone_steps c
-                                WHERE b.band >= s.priority AND c.state = 'available' AND c.flow_key IS NULL
-                                  AND c.queue = p_start_queue AND c.priority = b.band AND c.scheduled_at >= b.floor
-                                  AND c.scheduled_at <= now() AND c.run_id >= v_low AND c.run_id <> ALL (v_due))
+      FROM (SELECT s.run_id, s.id
+              FROM (SELECT s.run_id, s.id, s.priority, s.state, s.flow_key, s.queue, s.kind FROM cyclone_steps s
+                     WHERE s.run_id = ANY (v_due) AND s.run_id >= v_low
+                    OFFSET 0) s
+             WHERE s.state = 'available' AND s.flow_key IS NULL AND s.queue = p_start_queue
+               AND s.kind = ANY (p_start_kinds) AND (v_waiting IS NULL OR s.priority > v_waiting)
              ORDER BY s.priority DESC, s.id
              LIMIT p_start_limit) s;
     IF v_ids IS NOT NULL THEN
       DELETE FROM cyclone_outbox o WHERE o.step_id = ANY (v_ids);
-      RETURN QUERY SELECT NULL::text, c.* FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms) c;
+      RETURN QUERY SELECT NULL::text, c.*, NULL::smallint[], NULL::timestamptz[]
+                     FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms) c;
     END IF;
+    -- The bands below the batch's were not read: they keep their floors.
+    RETURN QUERY
+      SELECT NULL::text, NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer,
+             NULL::integer, NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
+             v_bands || coalesce(array_agg(b.band), '{}'), v_floors || coalesce(array_agg(b.floor), '{}')
+        FROM unnest(p_bands, p_floors) AS b(band, floor)
+       WHERE b.band < v_lowest;
   END IF;
   RETURN QUERY
     SELECT DISTINCT s.queue, NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer,
-           NULL::integer, NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8
+           NULL::integer, NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
+           NULL::smallint[], NULL::timestamptz[]
       FROM cyclone_steps s
      WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.run_id >= cyclone_lowest_id(v_due);
 END $function$;
@@ -1375,10 +1406,13 @@ CREATE OR REPLACE FUNCTION cyclone_live_floor()
  LANGUAGE plpgsql
  STABLE
 AS $function$
+DECLARE
+  v_latest timestamp := date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month';
+  v_before uuid := cyclone_month_floor(v_latest);
 BEGIN
-  RETURN cyclone_month_floor(least(date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month',
-    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id LIMIT 1)),
-    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id LIMIT 1))));
+  RETURN cyclone_month_floor(least(v_latest,
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'running' AND id < v_before ORDER BY id LIMIT 1)),
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'paused' AND id < v_before ORDER BY id LIMIT 1))));
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_load_history(p_run_id uuid, p_node_id text, p_owner text, p_generation bigint)

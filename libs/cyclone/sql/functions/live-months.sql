@@ -36,13 +36,20 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- The first month that holds a running or paused run, as of this statement,
--- and never later than the month before this one.
+-- and never later than the month before this one. Only runs of the months
+-- before that one can move it, so only they are read: while the vacuum is
+-- held back, the index holds an entry for every run of this month that has
+-- run since, dead, and a read from its start visited them all (95 ms after
+-- 150,000 jobs).
 CREATE OR REPLACE FUNCTION cyclone_live_floor() RETURNS uuid
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_latest timestamp := date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month';
+  v_before uuid := cyclone_month_floor(v_latest);
 BEGIN
-  RETURN cyclone_month_floor(least(date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month',
-    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'running' ORDER BY id LIMIT 1)),
-    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'paused' ORDER BY id LIMIT 1))));
+  RETURN cyclone_month_floor(least(v_latest,
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'running' AND id < v_before ORDER BY id LIMIT 1)),
+    cyclone_run_month((SELECT id FROM cyclone_runs WHERE state = 'paused' AND id < v_before ORDER BY id LIMIT 1))));
 END $$;
 
 -- Sets the floor to the live one. Writes only when it changed, then under the

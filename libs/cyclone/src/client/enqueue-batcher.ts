@@ -68,7 +68,11 @@ export class EnqueueBatcher {
       );
     } finally {
       // The slots go back before the wake-ups, which may claim with them.
-      start.started(rows.filter((row): row is ClaimedStep & EnqueueStartRow => row.id !== null));
+      const floors = rows.find((row) => row.id === null && row.woken === null && row.next_bands);
+      start.started(
+        rows.filter((row): row is ClaimedStep & EnqueueStartRow => row.id !== null),
+        floors && [floors.next_bands!, floors.next_floors!],
+      );
     }
     for (const { woken } of rows) if (woken !== null) this.wakes.wake(woken);
   }

@@ -108,10 +108,13 @@ SELECT DISTINCT queue
   { prepared: true },
 );
 
-/** A row of ENQUEUE_AND_START: a step started in this client (woken null), or a queue to wake (id null). */
+/** A row of ENQUEUE_AND_START: a step started in this client (woken null), a queue to wake (id null), or the floors. */
 export interface EnqueueStartRow extends Omit<ClaimedStep, 'id'> {
   woken: string | null;
   id: string | null;
+  /** On the last row (woken and id null), when the statement read the bands: the worker's floors moved on. */
+  next_bands?: number[] | null;
+  next_floors?: Date[] | null;
 }
 
 /**

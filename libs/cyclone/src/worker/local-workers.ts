@@ -9,8 +9,8 @@ export interface LocalStart {
   limit: number;
   /** Where the worker's claims read the queue's bands from (ClaimFloors). */
   floors: [bands: number[], floors: Date[]];
-  /** Hands over the steps the statement started, and lets go of the slots it did not use. */
-  started(rows: ClaimedStep[]): void;
+  /** Hands over the steps the statement started, and lets go of the slots it did not use; and the floors it moved on. */
+  started(rows: ClaimedStep[], floors?: [bands: number[], floors: Date[]]): void;
 }
 
 /**
@@ -44,7 +44,7 @@ export class LocalWorkers {
       kinds: [...kinds],
       limit,
       floors: worker.floorParams(),
-      started: (rows) => worker.startReserved(limit, rows),
+      started: (rows, floors) => worker.startReserved(limit, rows, floors),
     };
   }
 }

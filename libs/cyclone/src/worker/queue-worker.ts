@@ -142,9 +142,8 @@ export class QueueWorker {
    * read, moves its floor down), then claims.
    */
   async poll(): Promise<void> {
-    const plain = this.plainSource;
     try {
-      if (plain && this.sources.includes(plain) && !this.stopped) await plain.checkFloors();
+      if (this.claimsPlain() && !this.stopped) await this.plainSource!.checkFloors();
     } catch (err) {
       // The claim below reports a database that is away; this look is tried again next tick.
       if (!this.deps.database.covers(err)) {
@@ -152,6 +151,11 @@ export class QueueWorker {
       }
     }
     this.wake();
+  }
+
+  /** Whether the plain claim is one this worker claims from (with broker dispatch, only while Redis is away). */
+  private claimsPlain(): boolean {
+    return this.plainSource !== undefined && this.sources.includes(this.plainSource);
   }
 
   /** Where an enqueue that starts its jobs here reads the queue from: the plain claim's floors. */
@@ -206,9 +210,10 @@ export class QueueWorker {
     return n;
   }
 
-  /** The enqueue holding `held` slots returned: starts the steps it started here and frees the rest. */
-  startReserved(held: number, rows: ClaimedStep[]): void {
+  /** The enqueue holding `held` slots returned: starts the steps it started here and frees the rest; takes the floors it moved on. */
+  startReserved(held: number, rows: ClaimedStep[], floors?: [bands: number[], floors: Date[]]): void {
     this.reserved -= held;
+    if (floors && this.claimsPlain()) this.plainSource!.floors.claimed(...floors);
     if (this.stopped) {
       void this.handBackReady(rows.map((row) => ({ row, claimedAt: performance.now() })), 'at shutdown');
       return;
