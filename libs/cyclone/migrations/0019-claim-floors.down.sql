@@ -213,5 +213,6 @@ DROP FUNCTION IF EXISTS cyclone_insert_and_start_from(uuid[], text[], jsonb[], t
                                                       timestamptz[]);
 DROP FUNCTION IF EXISTS cyclone_claim_floors(text, text[], smallint[], timestamptz[]);
 DROP FUNCTION IF EXISTS cyclone_claim_bands(text, uuid, integer, smallint[], timestamptz[]);
+DROP FUNCTION IF EXISTS cyclone_floor_below(timestamptz);
 
 DELETE FROM cyclone_schema_migrations WHERE version = 19;

@@ -641,7 +641,7 @@ BEGIN
                ORDER BY c.scheduled_at, c.id
                LIMIT v_left
                  FOR UPDATE SKIP LOCKED) c;
-      v_from := CASE WHEN v_taken < v_left THEN now() ELSE v_first END - interval '1 second';
+      v_from := cyclone_floor_below(CASE WHEN v_taken < v_left THEN now() ELSE v_first END);
       v_left := v_left - v_taken;
     ELSIF v_from = '-infinity' THEN
       -- A band found by probing and not reached: found again next time.
@@ -1223,6 +1223,14 @@ BEGIN
   RETURN v_outcome;
 END $function$;
 
+CREATE OR REPLACE FUNCTION cyclone_floor_below(p_at timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT p_at - interval '1 second'
+$function$;
+
 CREATE OR REPLACE FUNCTION cyclone_hand_back(p_run_ids uuid[], p_ids bigint[], p_owner text, p_generations bigint[])
  RETURNS integer
  LANGUAGE plpgsql
@@ -1305,7 +1313,7 @@ BEGIN
       END IF;
       IF v_waiting IS NULL OR v_from > '-infinity' THEN
         v_bands := v_bands || v_band;
-        v_floors := v_floors || CASE WHEN v_waiting IS NULL THEN now() - interval '1 second' ELSE v_from END;
+        v_floors := v_floors || CASE WHEN v_waiting IS NULL THEN cyclone_floor_below(now()) ELSE v_from END;
       END IF;
     END LOOP;
     -- The new steps, read by their runs' keys: with the claim index's

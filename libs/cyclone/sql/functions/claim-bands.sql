@@ -20,6 +20,16 @@
 -- client looks below its floors on each poll tick (cyclone_claim_floors),
 -- so such a step waits at most for that; every other path is unchanged.
 
+-- The floor a read of a band leaves behind, from the due time of the first
+-- step it took or, when it emptied the band, its statement's time: a second
+-- lower, for enqueues that commit after a later read began (their steps are
+-- due from their transaction's start). Both claims and enqueues that start
+-- their jobs move floors with it.
+CREATE OR REPLACE FUNCTION cyclone_floor_below(p_at timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT p_at - interval '1 second'
+$$;
+
 -- The bands to read, highest first, each with where its scan starts: the
 -- caller's bands (p_bands, highest first, with p_floors) from their floors,
 -- and every other band from its start, found by probing the gaps between

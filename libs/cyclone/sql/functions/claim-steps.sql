@@ -31,13 +31,11 @@
 -- Every scan reads only the months from cyclone_claim_floor on, which hold
 -- every step that can be claimed (live-months.sql), and each band from the
 -- client's floor for it (claim-bands.sql). The last row (id NULL) gives the
--- floors for the next claim: in a band this claim emptied (of what it could
--- see), a second before now; in the band where it filled up, a second
--- before the first step it took (the steps before it were claimed by
--- others, or locked by a claim that may yet roll back); a band it did not
--- reach keeps its floor. The second is for enqueues that commit after a
--- claim that began later than they did: their steps are due from their
--- transaction's start.
+-- floors for the next claim (cyclone_floor_below): in a band this claim
+-- emptied (of what it could see), from now; in the band where it filled up,
+-- from the first step it took (the steps before it were claimed by others,
+-- or locked by a claim that may yet roll back); a band it did not reach
+-- keeps its floor.
 --
 -- A claim that came back with fewer steps than it asked for, while another
 -- client holds steps of the queue claimed ahead of its slots, asks for them
@@ -94,7 +92,7 @@ BEGIN
                ORDER BY c.scheduled_at, c.id
                LIMIT v_left
                  FOR UPDATE SKIP LOCKED) c;
-      v_from := CASE WHEN v_taken < v_left THEN now() ELSE v_first END - interval '1 second';
+      v_from := cyclone_floor_below(CASE WHEN v_taken < v_left THEN now() ELSE v_first END);
       v_left := v_left - v_taken;
     ELSIF v_from = '-infinity' THEN
       -- A band found by probing and not reached: found again next time.

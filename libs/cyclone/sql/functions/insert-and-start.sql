@@ -19,7 +19,7 @@
 -- queue that has due jobs of this batch still available, to wake, then,
 -- when it read the bands, one row (woken and id NULL) with the client's
 -- floors moved on: a band read without an older step in it is empty up to
--- a second before now, as after a claim that emptied it (claim-steps.sql).
+-- now, as after a claim that emptied it (cyclone_floor_below).
 CREATE OR REPLACE FUNCTION cyclone_insert_and_start_from(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[],
                                                          p_retention_ms bigint[], p_priorities smallint[],
                                                          p_max_attempts integer[], p_max_reclaims integer[],
@@ -71,7 +71,7 @@ BEGIN
       END IF;
       IF v_waiting IS NULL OR v_from > '-infinity' THEN
         v_bands := v_bands || v_band;
-        v_floors := v_floors || CASE WHEN v_waiting IS NULL THEN now() - interval '1 second' ELSE v_from END;
+        v_floors := v_floors || CASE WHEN v_waiting IS NULL THEN cyclone_floor_below(now()) ELSE v_from END;
       END IF;
     END LOOP;
     -- The new steps, read by their runs' keys: with the claim index's

@@ -43,9 +43,10 @@ export class ClaimFloors {
    * the meantime may have moved a floor; the lower of the two is kept.
    */
   lowered(bands: number[], floors: Date[]): void {
-    bands.forEach((band, i) => {
-      const at = this.bands.indexOf(band);
-      if (at >= 0 && floors[i] < this.floors[at]) this.floors[at] = floors[i];
+    // A new array: the one params() gave may still be on its way in a query.
+    this.floors = this.floors.map((floor, at) => {
+      const i = bands.indexOf(this.bands[at]);
+      return i >= 0 && floors[i] < floor ? floors[i] : floor;
     });
   }
 

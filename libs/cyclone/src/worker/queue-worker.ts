@@ -143,7 +143,7 @@ export class QueueWorker {
    */
   async poll(): Promise<void> {
     try {
-      if (this.claimsPlain() && !this.stopped) await this.plainSource!.checkFloors();
+      if (!this.stopped) await this.claimedPlain()?.checkFloors();
     } catch (err) {
       // The claim below reports a database that is away; this look is tried again next tick.
       if (!this.deps.database.covers(err)) {
@@ -153,9 +153,9 @@ export class QueueWorker {
     this.wake();
   }
 
-  /** Whether the plain claim is one this worker claims from (with broker dispatch, only while Redis is away). */
-  private claimsPlain(): boolean {
-    return this.plainSource !== undefined && this.sources.includes(this.plainSource);
+  /** The plain claim's source, if this worker claims from it (with broker dispatch, only while Redis is away). */
+  private claimedPlain(): PlainSource | undefined {
+    return this.plainSource && this.sources.includes(this.plainSource) ? this.plainSource : undefined;
   }
 
   /** Where an enqueue that starts its jobs here reads the queue from: the plain claim's floors. */
@@ -213,7 +213,7 @@ export class QueueWorker {
   /** The enqueue holding `held` slots returned: starts the steps it started here and frees the rest; takes the floors it moved on. */
   startReserved(held: number, rows: ClaimedStep[], floors?: [bands: number[], floors: Date[]]): void {
     this.reserved -= held;
-    if (floors && this.claimsPlain()) this.plainSource!.floors.claimed(...floors);
+    if (floors) this.claimedPlain()?.floors.claimed(...floors);
     if (this.stopped) {
       void this.handBackReady(rows.map((row) => ({ row, claimedAt: performance.now() })), 'at shutdown');
       return;
