@@ -4,7 +4,7 @@ import { Step, type StepContext } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { CycloneDatabase } from '../libs/cyclone/src/database/cyclone-database.js';
 import type { Statement } from '../libs/cyclone/src/database/statement.js';
-import { HandlerProbe, POLLING_OFF, firstPollTick, testEnvs } from './support/handler-probe.js';
+import { HandlerProbe, POLLING_OFF, firstPollTick, ownerOf, testEnvs } from './support/handler-probe.js';
 import { sql } from './support/sql.js';
 
 /**
@@ -52,6 +52,29 @@ describe('an enqueue where a worker of the queue is idle', () => {
     expect(sent).not.toContain('cyclone_wake_queues');
   });
 
+  it('starts as many of a batch as the worker has free slots, in order; the rest wait for the claim its wake-up sends', async () => {
+    const env = await createEnv({ workers: 2, pollInterval: POLLING_OFF });
+    await firstPollTick(env);
+    const ids = await env.client.enqueueMany('held', [1, 2, 3, 4, 5].map((n) => ({ n })));
+    const started = await Promise.all(ids.slice(0, 2).map((id) => probe.call(id)));
+    const steps = await sql<{ state: string; lease_owner: string | null; lease_generation: string }>(
+      env,
+      'SELECT state, lease_owner, lease_generation FROM cyclone_steps WHERE run_id = ANY ($1) ORDER BY id',
+      [ids],
+    );
+    expect(steps.map((s) => s.state)).toEqual(['running', 'running', 'available', 'available', 'available']);
+    expect(steps[0].lease_owner).toBe(ownerOf(env));
+    // A job started by its enqueue carries the fencing token its handler was given, as a claimed one does.
+    expect(started.map((c) => [c.attempt, c.fencingToken])).toEqual([
+      [1, Number(steps[0].lease_generation)],
+      [1, Number(steps[1].lease_generation)],
+    ]);
+    for (const call of started) call.release(call.runId);
+    for (const id of ids.slice(2)) (await probe.call(id)).release(id);
+    for (const id of ids) await expect(env.client.result(id, { timeout: 10_000 })).resolves.toBe(id);
+    expect(probe.calls.map((c) => c.runId)).toEqual(ids);
+  });
+
   it('leaves the job to the claim when an older one waits, so the queue keeps its order', async () => {
     const producer = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
     const older = await producer.client.enqueue('held', { n: 'older' });
@@ -83,5 +106,19 @@ describe('an enqueue where a worker of the queue is idle', () => {
     const call = await probe.call(runId);
     call.release('resumed');
     await expect(env.client.result(runId, { timeout: 10_000 })).resolves.toBe('resumed');
+  });
+});
+
+describe('a worker whose slots are all busy', () => {
+  it('claims a job it was woken for as soon as a slot frees, not at the next poll tick', async () => {
+    const env = await createEnv({ workers: 1, pollInterval: POLLING_OFF });
+    await firstPollTick(env);
+    const first = await env.client.enqueue('held', { n: 1 });
+    const running = await probe.call(first);
+    // Its wake-up reaches the worker (in process) before the enqueue returns, while the one slot is busy.
+    const second = await env.client.enqueue('held', { n: 2 });
+    running.release('first');
+    (await probe.call(second)).release('second');
+    await expect(env.client.result(second, { timeout: 10_000 })).resolves.toBe('second');
   });
 });

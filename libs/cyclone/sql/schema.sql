@@ -1279,26 +1279,18 @@ CREATE OR REPLACE FUNCTION cyclone_insert_and_start_from(p_ids uuid[], p_kinds t
 AS $function$
 #variable_conflict use_column
 DECLARE
-  v_due     uuid[];
   v_low     uuid;
-  v_runs    uuid[];
-  v_ids     bigint[];
+  v_started integer[];
   v_band    smallint;
   v_from    timestamptz;
   v_waiting smallint;
   v_lowest  smallint := (SELECT min(t.priority) FROM unnest(p_priorities) t(priority));
   v_bands   smallint[] := '{}';
   v_floors  timestamptz[] := '{}';
+  v_read    boolean := false;
 BEGIN
-  SELECT array_agg(i.id) INTO v_due
-    FROM cyclone_insert_jobs(p_ids, p_kinds, p_inputs, p_queues, NULL, p_retention_ms, p_priorities, p_max_attempts,
-                             p_max_reclaims, p_timeout_ms, p_process_at, p_process_in_ms, p_trace_contexts,
-                             p_backoff_ms, p_flow_keys, p_rate_keys, false) i
-   WHERE i.due;
-  IF v_due IS NULL THEN
-    RETURN;
-  END IF;
   IF NOT EXISTS (SELECT 1 FROM cyclone_paused_queues p WHERE p.queue = p_start_queue) THEN
+    v_read := true;
     v_low := (SELECT f.low FROM cyclone_claim_floor f);
     -- The highest band where an older step waits: only new steps above it start here.
     FOR v_band, v_from IN
@@ -1307,8 +1299,7 @@ BEGIN
       IF v_waiting IS NULL AND EXISTS (
            SELECT 1 FROM cyclone_steps c
             WHERE c.state = 'available' AND c.flow_key IS NULL AND c.queue = p_start_queue AND c.priority = v_band
-              AND c.scheduled_at >= v_from AND c.scheduled_at <= now() AND c.run_id >= v_low
-              AND c.run_id <> ALL (v_due)) THEN
+              AND c.scheduled_at >= v_from AND c.scheduled_at <= now() AND c.run_id >= v_low) THEN
         v_waiting := v_band;
       END IF;
       IF v_waiting IS NULL OR v_from > '-infinity' THEN
@@ -1316,23 +1307,39 @@ BEGIN
         v_floors := v_floors || CASE WHEN v_waiting IS NULL THEN cyclone_floor_below(now()) ELSE v_from END;
       END IF;
     END LOOP;
-    -- The new steps, read by their runs' keys: with the claim index's
-    -- conditions inside, the planner would read them through that index
-    -- (it expects few available steps), past every dead entry of the queue.
-    SELECT array_agg(s.run_id), array_agg(s.id) INTO v_runs, v_ids
-      FROM (SELECT s.run_id, s.id
-              FROM (SELECT s.run_id, s.id, s.priority, s.state, s.flow_key, s.queue, s.kind FROM cyclone_steps s
-                     WHERE s.run_id = ANY (v_due) AND s.run_id >= v_low
-                    OFFSET 0) s
-             WHERE s.state = 'available' AND s.flow_key IS NULL AND s.queue = p_start_queue
-               AND s.kind = ANY (p_start_kinds) AND (v_waiting IS NULL OR s.priority > v_waiting)
-             ORDER BY s.priority DESC, s.id
-             LIMIT p_start_limit) s;
-    IF v_ids IS NOT NULL THEN
-      DELETE FROM cyclone_outbox o WHERE o.step_id = ANY (v_ids);
-      RETURN QUERY SELECT NULL::text, c.*, NULL::smallint[], NULL::timestamptz[]
-                     FROM cyclone_start_steps(v_runs, v_ids, p_owner, p_lease_ttl_ms) c;
-    END IF;
+    -- The jobs to start, in the claim's order: priority, then the batch's order.
+    SELECT array_agg(t.position) INTO v_started
+      FROM (SELECT t.position
+              FROM unnest(p_queues, p_kinds, p_priorities, p_process_at, p_process_in_ms, p_flow_keys) WITH ORDINALITY
+                AS t(queue, kind, priority, process_at, process_in_ms, flow_key, position)
+             WHERE t.queue = p_start_queue AND t.kind = ANY (p_start_kinds) AND t.flow_key IS NULL
+               AND COALESCE(t.process_at, now() + t.process_in_ms * interval '1 millisecond') <= now()
+               AND (v_waiting IS NULL OR t.priority > v_waiting)
+             ORDER BY t.priority DESC, t.position
+             LIMIT p_start_limit) t;
+  END IF;
+  -- A started job's input and trace context are its run's: read from the
+  -- arrays by its position, not from the rows just written.
+  RETURN QUERY
+    WITH inserted AS (
+      SELECT i.*
+        FROM cyclone_insert_jobs_leased(p_ids, p_kinds, p_inputs, p_queues, NULL, p_retention_ms, p_priorities,
+                                        p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at,
+                                        p_process_in_ms, p_trace_contexts, p_backoff_ms, p_flow_keys, p_rate_keys,
+                                        v_started, p_owner, p_lease_ttl_ms) i
+    )
+    SELECT NULL::text, i.step_id, i.id, p_kinds[p.position], p_kinds[p.position], 1, p_max_attempts[p.position], 0,
+           1::bigint, p_timeout_ms[p.position], p_inputs[p.position], NULL::jsonb, p_trace_contexts[p.position],
+           i.wait_ms, NULL::smallint[], NULL::timestamptz[]
+      FROM inserted i, LATERAL (SELECT array_position(p_ids, i.id) AS position) p
+     WHERE i.started
+    UNION ALL
+    SELECT DISTINCT i.queue, NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer,
+           NULL::integer, NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
+           NULL::smallint[], NULL::timestamptz[]
+      FROM inserted i
+     WHERE i.due AND NOT i.started;
+  IF v_read THEN
     -- The bands below the batch's were not read: they keep their floors.
     RETURN QUERY
       SELECT NULL::text, NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer,
@@ -1341,12 +1348,6 @@ BEGIN
         FROM unnest(p_bands, p_floors) AS b(band, floor)
        WHERE b.band < v_lowest;
   END IF;
-  RETURN QUERY
-    SELECT DISTINCT s.queue, NULL::bigint, NULL::uuid, NULL::text, NULL::text, NULL::integer, NULL::integer,
-           NULL::integer, NULL::bigint, NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::jsonb, NULL::float8,
-           NULL::smallint[], NULL::timestamptz[]
-      FROM cyclone_steps s
-     WHERE s.run_id = ANY (v_due) AND s.state = 'available' AND s.run_id >= cyclone_lowest_id(v_due);
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_insert_jobs(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_unique_keys text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_notify boolean)
@@ -1356,12 +1357,31 @@ AS $function$
 #variable_conflict use_column
 BEGIN
   RETURN QUERY
+  SELECT i.id, i.queue, i.due
+    FROM cyclone_insert_jobs_leased(p_ids, p_kinds, p_inputs, p_queues, p_unique_keys, p_retention_ms, p_priorities,
+                                    p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at, p_process_in_ms,
+                                    p_trace_contexts, p_backoff_ms, p_flow_keys, p_rate_keys, NULL, NULL, NULL) i;
+  -- The steps just inserted that are due now (in this transaction, now() is the insert's).
+  IF p_notify THEN
+    PERFORM pg_notify('cyclone_wake', q.queue)
+       FROM (SELECT DISTINCT s.queue FROM cyclone_steps s WHERE s.run_id = ANY (p_ids) AND s.scheduled_at <= now()) q;
+  END IF;
+END $function$;
+
+CREATE OR REPLACE FUNCTION cyclone_insert_jobs_leased(p_ids uuid[], p_kinds text[], p_inputs jsonb[], p_queues text[], p_unique_keys text[], p_retention_ms bigint[], p_priorities smallint[], p_max_attempts integer[], p_max_reclaims integer[], p_timeout_ms bigint[], p_process_at timestamp with time zone[], p_process_in_ms bigint[], p_trace_contexts jsonb[], p_backoff_ms text[], p_flow_keys text[], p_rate_keys text[], p_started integer[], p_owner text, p_lease_ttl_ms bigint)
+ RETURNS TABLE(id uuid, queue text, due boolean, step_id bigint, started boolean, wait_ms double precision)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
   WITH jobs AS (
-    SELECT * FROM unnest(p_ids, p_kinds, p_inputs, p_queues, p_unique_keys, p_retention_ms, p_priorities,
-                         p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at, p_process_in_ms,
-                         p_trace_contexts, p_backoff_ms, p_flow_keys, p_rate_keys)
-      AS t(id, kind, input, queue, unique_key, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
-           process_at, process_in_ms, trace_context, backoff_ms, flow_key, rate_key)
+    SELECT t.*, coalesce(t.position = ANY (p_started), false) AS started
+      FROM unnest(p_ids, p_kinds, p_inputs, p_queues, p_unique_keys, p_retention_ms, p_priorities,
+                  p_max_attempts, p_max_reclaims, p_timeout_ms, p_process_at, p_process_in_ms,
+                  p_trace_contexts, p_backoff_ms, p_flow_keys, p_rate_keys) WITH ORDINALITY
+        AS t(id, kind, input, queue, unique_key, retention_ms, priority, max_attempts, max_reclaims, timeout_ms,
+             process_at, process_in_ms, trace_context, backoff_ms, flow_key, rate_key, position)
   ), keys AS (
     INSERT INTO cyclone_unique_keys (unique_key, run_id)
     SELECT j.unique_key, j.id FROM jobs j WHERE p_unique_keys IS NOT NULL AND j.unique_key IS NOT NULL
@@ -1375,20 +1395,22 @@ BEGIN
     RETURNING id
   ), steps AS (
     INSERT INTO cyclone_steps (run_id, node_id, kind, queue, priority, state, max_attempts, max_reclaims,
-                               timeout, scheduled_at, backoff_ms, flow_key, rate_key)
-    SELECT j.id, j.kind, j.kind, j.queue, j.priority, 'available', j.max_attempts, j.max_reclaims,
-           j.timeout_ms * interval '1 millisecond',
+                               timeout, scheduled_at, backoff_ms, flow_key, rate_key,
+                               lease_owner, lease_generation, lease_expiry, started_at, heartbeat_at)
+    SELECT j.id, j.kind, j.kind, j.queue, j.priority, CASE WHEN j.started THEN 'running' ELSE 'available' END,
+           j.max_attempts, j.max_reclaims, j.timeout_ms * interval '1 millisecond',
            COALESCE(j.process_at, now() + j.process_in_ms * interval '1 millisecond'), j.backoff_ms::bigint[],
-           j.flow_key, j.rate_key
+           j.flow_key, j.rate_key,
+           CASE WHEN j.started THEN p_owner END,
+           CASE WHEN j.started THEN 1 ELSE 0 END,
+           CASE WHEN j.started THEN now() + p_lease_ttl_ms * interval '1 millisecond' END,
+           CASE WHEN j.started THEN now() END,
+           CASE WHEN j.started THEN now() END
       FROM jobs j JOIN runs r ON r.id = j.id
-    RETURNING run_id, queue, scheduled_at <= now() AS due
+    RETURNING run_id, queue, scheduled_at <= now() AS due, id AS step_id, state = 'running' AS started,
+              (extract(epoch FROM now() - scheduled_at) * 1000)::float8 AS wait_ms
   )
-  SELECT s.run_id, s.queue, s.due FROM steps s;
-  -- The steps just inserted that are due now (in this transaction, now() is the insert's).
-  IF p_notify THEN
-    PERFORM pg_notify('cyclone_wake', q.queue)
-       FROM (SELECT DISTINCT s.queue FROM cyclone_steps s WHERE s.run_id = ANY (p_ids) AND s.scheduled_at <= now()) q;
-  END IF;
+  SELECT s.run_id, s.queue, s.due, s.step_id, s.started, CASE WHEN s.started THEN s.wait_ms END FROM steps s;
 END $function$;
 
 CREATE OR REPLACE FUNCTION cyclone_keep_paused(p_run_id uuid, p_state text, OUT state text, OUT paused_state text)
@@ -2630,5 +2652,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (17, 'CycloneRetent
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (18, 'CycloneNoJit1766476800000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (19, 'CycloneClaimFloors1766563200000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (20, 'CycloneStartOnInsert1766649600000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -100,6 +100,11 @@ export class CycloneClaimFloors1766563200000 extends sqlMigration(
   'CycloneClaimFloors1766563200000',
   '0019-claim-floors',
 ) {}
+export class CycloneStartOnInsert1766649600000 extends sqlMigration(
+  20,
+  'CycloneStartOnInsert1766649600000',
+  '0020-start-on-insert',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -126,6 +131,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneRetentionZero1766390400000,
   CycloneNoJit1766476800000,
   CycloneClaimFloors1766563200000,
+  CycloneStartOnInsert1766649600000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */

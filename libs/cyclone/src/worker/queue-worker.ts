@@ -68,6 +68,10 @@ export class QueueWorker {
   private wakeAgain = false;
   /** The last claim filled every free slot: there may be more waiting. */
   private backlog = false;
+  /** A wake-up came while no slot was free: claim once one frees, not at the next poll tick. */
+  private missedWake = false;
+  /** Steps the claim on its way may bring: an enqueue cannot have their slots too. */
+  private claimingFor = 0;
   /** The last claim left due work because a limit had no room. */
   private heldBack = false;
   private stopped = false;
@@ -201,11 +205,12 @@ export class QueueWorker {
   /**
    * Holds up to `jobs` free slots for an enqueue's jobs; none while the
    * worker has a backlog (its claims take the queue in order) or a limit
-   * holds work back.
+   * holds work back, nor those a claim on its way may fill (its statement
+   * can take the enqueue's other jobs: the worker would hold them at hand).
    */
   reserve(jobs: number): number {
     if (this.backlog || this.heldBack) return 0;
-    const n = Math.max(0, Math.min(jobs, this.freeSlots()));
+    const n = Math.max(0, Math.min(jobs, this.freeSlots() - this.claimingFor));
     this.reserved += n;
     return n;
   }
@@ -296,7 +301,9 @@ export class QueueWorker {
     try {
       do {
         this.wakeAgain = false;
-        if (this.sources.length === 0 || this.sources.every((s) => this.wanted(s) <= 0)) break;
+        if (this.sources.length === 0) break;
+        this.missedWake = this.sources.every((s) => this.wanted(s) <= 0);
+        if (this.missedWake) break;
         let filled = false;
         let heldBack = false;
         const first = this.nextSource;
@@ -310,7 +317,10 @@ export class QueueWorker {
           }
           const began = performance.now();
           claims += 1;
-          const claim = await source.claim(wanted, Math.max(0, this.freeSlots()));
+          this.claimingFor = wanted;
+          const claim = await source.claim(wanted, Math.max(0, this.freeSlots())).finally(() => {
+            this.claimingFor = 0;
+          });
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
           this.start(claim.rows, claim.shortLeaseMs === undefined ? undefined : began + claim.shortLeaseMs);
           filled ||= claim.rows.length === wanted;
@@ -359,7 +369,7 @@ export class QueueWorker {
       this.busy -= 1;
       this.ahead.handled(performance.now() - began);
       if (this.ready.length > 0 && !this.stopped) this.startReady();
-      if (this.backlog) this.wakeSoon();
+      if (this.backlog || this.missedWake) this.wakeSoon();
       this.freeSlot();
     });
     void execution.start().finally(() => {
