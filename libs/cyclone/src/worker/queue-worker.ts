@@ -70,8 +70,6 @@ export class QueueWorker {
   private backlog = false;
   /** A wake-up came while no slot was free: claim once one frees, not at the next poll tick. */
   private missedWake = false;
-  /** Steps the claim on its way may bring: an enqueue cannot have their slots too. */
-  private claimingFor = 0;
   /** The last claim left due work because a limit had no room. */
   private heldBack = false;
   private stopped = false;
@@ -205,12 +203,11 @@ export class QueueWorker {
   /**
    * Holds up to `jobs` free slots for an enqueue's jobs; none while the
    * worker has a backlog (its claims take the queue in order) or a limit
-   * holds work back, nor those a claim on its way may fill (its statement
-   * can take the enqueue's other jobs: the worker would hold them at hand).
+   * holds work back.
    */
   reserve(jobs: number): number {
     if (this.backlog || this.heldBack) return 0;
-    const n = Math.max(0, Math.min(jobs, this.freeSlots() - this.claimingFor));
+    const n = Math.max(0, Math.min(jobs, this.freeSlots()));
     this.reserved += n;
     return n;
   }
@@ -317,11 +314,17 @@ export class QueueWorker {
           }
           const began = performance.now();
           claims += 1;
-          this.claimingFor = wanted;
-          const claim = await source.claim(wanted, Math.max(0, this.freeSlots())).finally(() => {
-            this.claimingFor = 0;
-          });
+          const claim = await source.claim(wanted, Math.max(0, this.freeSlots()));
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
+          // An enqueue may have started its jobs in the slots this claim was
+          // for (reserve): what no longer fits goes back at once, to be taken
+          // where there is room, not held at hand here.
+          const excess = claim.rows.splice(Math.max(0, this.wanted(source)));
+          if (excess.length > 0) this.missedWake = true;
+          void this.handBackReady(
+            excess.map((row) => ({ row, claimedAt: began })),
+            'whose slots an enqueue took meanwhile',
+          );
           this.start(claim.rows, claim.shortLeaseMs === undefined ? undefined : began + claim.shortLeaseMs);
           filled ||= claim.rows.length === wanted;
           heldBack ||= claim.heldBack;
