@@ -70,6 +70,8 @@ export class QueueWorker {
   private backlog = false;
   /** A wake-up came while no slot was free: claim once one frees, not at the next poll tick. */
   private missedWake = false;
+  /** Slots enqueues have taken for their jobs (reserve), counted up: a claim sees what was taken while it was out. */
+  private reservations = 0;
   /** The last claim left due work because a limit had no room. */
   private heldBack = false;
   private stopped = false;
@@ -209,6 +211,7 @@ export class QueueWorker {
     if (this.backlog || this.heldBack) return 0;
     const n = Math.max(0, Math.min(jobs, this.freeSlots()));
     this.reserved += n;
+    this.reservations += n;
     return n;
   }
 
@@ -314,12 +317,13 @@ export class QueueWorker {
           }
           const began = performance.now();
           claims += 1;
+          const reservedBefore = this.reservations;
           const claim = await source.claim(wanted, Math.max(0, this.freeSlots()));
           if (claim.rows.length > 0) this.ahead.claimed(performance.now() - began);
           // An enqueue may have started its jobs in the slots this claim was
           // for (reserve): what no longer fits goes back at once, to be taken
           // where there is room, not held at hand here.
-          const excess = claim.rows.splice(Math.max(0, this.wanted(source)));
+          const excess = claim.rows.splice(Math.max(0, wanted - (this.reservations - reservedBefore)));
           if (excess.length > 0) this.missedWake = true;
           void this.handBackReady(
             excess.map((row) => ({ row, claimedAt: began })),
