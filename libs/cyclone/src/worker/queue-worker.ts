@@ -324,11 +324,13 @@ export class QueueWorker {
           // for (reserve): what no longer fits goes back at once, to be taken
           // where there is room, not held at hand here.
           const excess = claim.rows.splice(Math.max(0, wanted - (this.reservations - reservedBefore)));
-          if (excess.length > 0) this.missedWake = true;
-          void this.handBackReady(
-            excess.map((row) => ({ row, claimedAt: began })),
-            'whose slots an enqueue took meanwhile',
-          );
+          if (excess.length > 0) {
+            this.missedWake = true;
+            void this.handBackReady(
+              excess.map((row) => ({ row, claimedAt: began })),
+              'whose slots an enqueue took meanwhile',
+            );
+          }
           this.start(claim.rows, claim.shortLeaseMs === undefined ? undefined : began + claim.shortLeaseMs);
           filled ||= claim.rows.length === wanted;
           heldBack ||= claim.heldBack;
