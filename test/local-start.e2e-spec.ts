@@ -122,3 +122,35 @@ describe('a worker whose slots are all busy', () => {
     await expect(env.client.result(second, { timeout: 10_000 })).resolves.toBe('second');
   });
 });
+
+describe('a client at startup', () => {
+  /** The statements prepared on each of the pool's connections, read from the server. */
+  async function preparedPerConnection(env: CycloneTestEnv): Promise<string[][]> {
+    const { pool } = env.app.get(CycloneDatabase);
+    // Held together, so that each is a different connection.
+    const held = await Promise.all(Array.from({ length: pool.totalCount }, () => pool.connect()));
+    try {
+      return await Promise.all(
+        held.map(async (c) => (await c.query<{ name: string }>('SELECT name FROM pg_prepared_statements')).rows.map((r) => r.name)),
+      );
+    } finally {
+      for (const c of held) c.release();
+    }
+  }
+
+  it("has run its first jobs' enqueue and completion on three pooled connections before any job", async () => {
+    const env = await createEnv({ workers: 2, pollInterval: POLLING_OFF });
+    const warmed = (await preparedPerConnection(env)).filter(
+      (names) => names.includes('cyclone_enqueue_and_start') && names.includes('cyclone_complete_steps'),
+    );
+    expect(warmed.length).toBeGreaterThanOrEqual(3);
+    // Warming wrote nothing.
+    expect(await sql(env, 'SELECT id FROM cyclone_runs')).toEqual([]);
+  });
+
+  it('without workers, has run the plain enqueue on them', async () => {
+    const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
+    const warmed = (await preparedPerConnection(env)).filter((names) => names.includes('cyclone_enqueue_jobs'));
+    expect(warmed.length).toBeGreaterThanOrEqual(3);
+  });
+});

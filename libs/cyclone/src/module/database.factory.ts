@@ -8,6 +8,7 @@ import type { ResolvedOptions } from '../options/resolved-options.js';
 import { CycloneDatabase } from '../database/cyclone-database.js';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from '../database/embedded-database.js';
 import { describeUrl } from '../database/describe-url.js';
+import { WARM_CONNECTIONS } from '../database/connection-warmer.js';
 import { migrateOnStartup } from '../schema/migrator.js';
 import { ENSURE_PARTITIONS, HAS_RUNS_TABLE } from '../sql/partitions.sql.js';
 
@@ -62,6 +63,10 @@ export async function createCycloneDatabase(options: ResolvedOptions): Promise<C
             // Keepalives let a half-open connection (a network partition rather than
             // a refused one) fail instead of hanging a claim or heartbeat forever.
             keepAlive: true,
+            // The connections warmed at startup stay open through quiet spells
+            // (pg closes an idle one after 10 s): a new one pays the first
+            // call of each statement again (connection-warmer.ts).
+            min: WARM_CONNECTIONS,
             // A statement stuck behind a lock is cancelled rather than held forever.
             ...(statementTimeoutMs > 0 ? { statement_timeout: statementTimeoutMs } : {}),
           },

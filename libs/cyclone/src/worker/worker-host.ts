@@ -12,6 +12,11 @@ import { NotificationListener } from '../notifications/notification-listener.js'
 import { handBack } from './hand-back.js';
 import { IDLE_CHANNEL, WAKE_CHANNEL } from '../sql/names.js';
 import { REGISTER_QUEUES } from '../sql/queues.sql.js';
+import { ENQUEUE_AND_START, ENQUEUE_JOBS } from '../sql/enqueue.sql.js';
+import { COMPLETE_STEPS } from '../sql/complete.sql.js';
+import { enqueueJobsValues } from '../steps/job-params.js';
+import { warmConnections, type WarmCall } from '../database/connection-warmer.js';
+import { execute } from '../database/statement.js';
 import { CycloneStats } from '../runtime/cyclone-stats.js';
 import { StepRegistry } from '../steps/step-registry.js';
 import { WorkflowRegistry } from '../workflow/workflow-registry.js';
@@ -70,6 +75,7 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     if (!this.instance.isPrimary) return;
     const served = this.options.runWorkers ? this.servedQueues() : new Map<string, number>();
     await this.registerQueues(served);
+    await warmConnections(this.database, this.warmCalls(served), this.logger);
     if (!this.options.runWorkers) return;
     await this.dispatch.started();
     for (const [queue, slots] of served) {
@@ -169,6 +175,21 @@ export class WorkerHost implements OnApplicationBootstrap, OnModuleDestroy {
     } catch (err) {
       if (sqlStateOf(err) !== UNDEFINED_TABLE) throw err;
     }
+  }
+
+  /**
+   * What this client's first jobs run: with workers, the enqueue that starts
+   * jobs in them and the completion; without, the plain enqueue.
+   */
+  private warmCalls(served: Map<string, number>): WarmCall[] {
+    const [queue] = served.keys();
+    if (queue === undefined) return [(client) => execute(client, ENQUEUE_JOBS, enqueueJobsValues([]))];
+    const owner = this.stats.clientId;
+    return [
+      (client) =>
+        execute(client, ENQUEUE_AND_START, [...enqueueJobsValues([]), queue, [], 0, owner, this.options.leaseTtlMs, [], []]),
+      (client) => execute(client, COMPLETE_STEPS, [[], [], owner, [], []]),
+    ];
   }
 
   private async wakeAll(): Promise<void> {
