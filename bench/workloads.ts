@@ -204,8 +204,10 @@ export async function seed(
   crash = false,
   flow?: StartOptions['flow'],
   keys = 0,
+  retention?: 0,
 ): Promise<number> {
-  const producer = await runner.start({ url, workers: 0, poolSize, crash, flow });
+  // A step's retention is the enqueuing client's: the run keeps it from its enqueue.
+  const producer = await runner.start({ url, workers: 0, poolSize, crash, flow, retention });
   const t0 = now();
   const chunk = 5_000;
   for (let i = 0; i < jobs; i += chunk) await producer.enqueueMany(payloads(i, Math.min(jobs, i + chunk), keys));
@@ -250,7 +252,7 @@ async function drainBacklog(
   const check = await connect(ctx.url);
   const probe = new Probe(admin, ctx);
   try {
-    const seedMs = await seed(runner, ctx.url, p.jobs, poolSize, false, flow);
+    const seedMs = await seed(runner, ctx.url, p.jobs, poolSize, false, flow, 0, retention);
     await probe.begin();
     const latch = new Latch();
     let first = 0;
