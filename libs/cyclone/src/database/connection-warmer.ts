@@ -20,12 +20,12 @@ export type WarmCall = (client: Queryable) => Promise<unknown>;
  * A server process's first call of a Cyclone function costs 15–20 ms more
  * than the next: PL/pgSQL compiles the function, and the planner loads the
  * catalog entries of every partition and index its statements touch, once
- * per connection. Without this, the first jobs after a deploy pay it, one
+ * per server process. Without this, the first jobs after a deploy pay it, one
  * connection at a time. Each call runs with empty arrays: planned and
  * executed, it writes nothing and commits no transaction id.
  *
- * Holds `count` connections at once (never more than the pool's size), so
- * that each is a different one. A schema older than this client (a rolling
+ * Holds its connections at once (never more than the pool's size), so that
+ * each is a different one. A schema older than this client (a rolling
  * deploy whose migration has not run) lacks the functions: nothing is
  * warmed then, and calls fall back as they do at run time.
  */
