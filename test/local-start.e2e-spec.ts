@@ -6,6 +6,7 @@ import { CycloneDatabase } from '../libs/cyclone/src/database/cyclone-database.j
 import type { Statement } from '../libs/cyclone/src/database/statement.js';
 import { HandlerProbe, POLLING_OFF, firstPollTick, ownerOf, testEnvs } from './support/handler-probe.js';
 import { sql } from './support/sql.js';
+import { waitFor } from './support/wait.js';
 
 /**
  * An enqueue in a client whose worker for the queue is idle starts the job in
@@ -138,19 +139,32 @@ describe('a client at startup', () => {
     }
   }
 
+  /**
+   * Waits until one look finds `statements` prepared on at least three of the
+   * pool's connections. A look misses a connection that a background loop
+   * holds at that moment (the pool lends a new one in its place), so it looks
+   * again rather than fail on one look.
+   */
+  function warmedConnections(env: CycloneTestEnv, statements: string[]): Promise<string[][]> {
+    return waitFor(
+      `three connections with ${statements.join(' and ')} prepared`,
+      async () => {
+        const warmed = (await preparedPerConnection(env)).filter((names) => statements.every((s) => names.includes(s)));
+        return warmed.length >= 3 ? warmed : undefined;
+      },
+      10_000,
+    );
+  }
+
   it("has run its first jobs' enqueue and completion on three pooled connections before any job", async () => {
     const env = await createEnv({ workers: 2, pollInterval: POLLING_OFF });
-    const warmed = (await preparedPerConnection(env)).filter(
-      (names) => names.includes('cyclone_enqueue_and_start') && names.includes('cyclone_complete_steps'),
-    );
-    expect(warmed.length).toBeGreaterThanOrEqual(3);
+    await warmedConnections(env, ['cyclone_enqueue_and_start', 'cyclone_complete_steps']);
     // Warming wrote nothing.
     expect(await sql(env, 'SELECT id FROM cyclone_runs')).toEqual([]);
   });
 
   it('without workers, has run the plain enqueue on them', async () => {
     const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
-    const warmed = (await preparedPerConnection(env)).filter((names) => names.includes('cyclone_enqueue_jobs'));
-    expect(warmed.length).toBeGreaterThanOrEqual(3);
+    await warmedConnections(env, ['cyclone_enqueue_jobs']);
   });
 });

@@ -205,11 +205,13 @@ export class CycloneTestEnv {
    * aborts with reason lease_lost, and its result is dropped.
    */
   async expireLease(runId: string, nodeId: string): Promise<void> {
-    await this.underRunLock(runId, async (client) => {
+    const expired = await this.underRunLock(runId, async (client) => {
       const { rows } = await execute(client, EXPIRE_LEASE, [runId, nodeId]);
-      if (rows.length === 0) throw await this.notInState(runId, nodeId, 'only a running step has a lease');
+      if (rows.length === 0) return false;
       await execute(client, RECOVER_STEP, [rows[0].run_id, rows[0].id, 0]);
+      return true;
     });
+    if (!expired) throw await this.notInState(runId, nodeId, 'only a running step has a lease');
   }
 
   /**
@@ -220,20 +222,23 @@ export class CycloneTestEnv {
    * what fired.
    */
   async fireTimer(runId: string, nodeId: string): Promise<TimerOutcome> {
-    return this.underRunLock(runId, async (client) => {
+    const fired = await this.underRunLock(runId, async (client) => {
       const { rows } = await execute(client, BRING_TIMER_DUE, [runId, nodeId]);
-      if (rows.length === 0) {
-        throw await this.notInState(runId, nodeId, 'only a sleep or a signal wait with a timeout has a timer to fire');
-      }
-      const fired = await execute(client, FIRE_TIMER, [rows[0].run_id, rows[0].id]);
-      return fired.rows[0].outcome as TimerOutcome;
+      if (rows.length === 0) return null;
+      return (await execute(client, FIRE_TIMER, [rows[0].run_id, rows[0].id])).rows[0];
     });
+    if (fired === null) {
+      throw await this.notInState(runId, nodeId, 'only a sleep or a signal wait with a timeout has a timer to fire');
+    }
+    return fired.outcome as TimerOutcome;
   }
 
   /**
    * Runs `work` in a transaction that holds the run's lock first, as every
    * writer takes it, so the test kit cannot deadlock with a completion or
-   * the timer loop, nor interleave with them.
+   * the timer loop, nor interleave with them. `work` uses only `client`:
+   * a second connection asked for while the lock is held could wait for a
+   * pool whose every connection waits for this lock.
    */
   private underRunLock<T>(runId: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     return this.app.get(CycloneDatabase).transaction(async (client) => {
