@@ -14,7 +14,8 @@ import {
 import { CycloneTestEnv, TestDatabase } from 'cyclone-nestjs/testing';
 import { countRows, expectCycloneError } from './support/e2e-helpers.js';
 import { HandlerProbe, POLLING_OFF, type HandlerCall, firstPollTick, lastTickAt, stepOf, testEnvs, within } from './support/handler-probe.js';
-import type { Statement } from '../libs/cyclone/src/database/statement.js';
+import { execute, type Statement } from '../libs/cyclone/src/database/statement.js';
+import { COMPLETE_STEPS } from '../libs/cyclone/src/sql/complete.sql.js';
 import { testServerUrl } from './support/nest-app-harness.js';
 import { waitFor } from './support/wait.js';
 import { sql } from './support/sql.js';
@@ -489,6 +490,73 @@ describe('completions of one client recorded together', () => {
         [...FAN_NODES, 'join'].map((id) => [id, 'completed', 1, 0]),
       );
       expect(probe.of(runId)).toHaveLength(FAN_NODES.length);
+    }
+  });
+});
+
+describe('a completion that waits for rows changed meanwhile', () => {
+  it("completes every step of its batch and holds every run's lock, after a run and a step it waited for were changed", async () => {
+    const N = 8;
+    const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
+    const ids = await Promise.all(Array.from({ length: N }, (_, i) => env.client.enqueue('held', { n: i })));
+    // Running, leased to one worker, as a claim leaves them.
+    const steps = await sql<{ run_id: string; id: string }>(
+      env,
+      `UPDATE cyclone_steps SET state = 'running', lease_owner = 'worker-a', lease_generation = 1,
+              lease_expiry = now() + interval '1 minute', started_at = now()
+        WHERE run_id = ANY ($1::uuid[]) RETURNING run_id, id`,
+      [ids],
+    );
+    steps.sort((a, b) => a.run_id.localeCompare(b.run_id));
+
+    const watcher = new pg.Client({ connectionString: env.databaseUrl });
+    const renewer = new pg.Client({ connectionString: env.databaseUrl });
+    // Each row looked up by key, as the planner does once the tables have
+    // statistics: the plan under which PostgreSQL 18 lost rows after a recheck.
+    const completer = new pg.Client({ connectionString: env.databaseUrl });
+    const canceller = new pg.Client({ connectionString: env.databaseUrl });
+    const clients = [watcher, renewer, completer, canceller];
+    await Promise.all(clients.map((c) => c.connect()));
+    try {
+      await completer.query('SET enable_material = off; SET enable_bitmapscan = off');
+      const pidOf = async (c: pg.Client) => (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      const [completerPid, watcherPid, renewerPid] = await Promise.all([completer, watcher, renewer].map(pidOf));
+      const waitsFor = (pid: number, what: string) =>
+        waitFor(what, async () => {
+          const [{ blocked }] = await sql<{ blocked: boolean }>(env, 'SELECT $1::int = ANY (pg_blocking_pids($2)) AS blocked', [pid, completerPid]);
+          return blocked;
+        });
+
+      // A caller starting to wait for the first run's result, and a heartbeat of the first step: neither committed yet.
+      await watcher.query('BEGIN');
+      await watcher.query('UPDATE cyclone_runs SET notify_finish = true WHERE id = $1', [steps[0].run_id]);
+      await renewer.query('BEGIN');
+      await renewer.query(`UPDATE cyclone_steps SET heartbeat_at = now(), lease_expiry = now() + interval '2 minutes'
+                            WHERE run_id = $1 AND id = $2`, [steps[0].run_id, steps[0].id]);
+      const completion = execute(completer, COMPLETE_STEPS, [
+        steps.map((s) => s.run_id),
+        steps.map((s) => s.id),
+        'worker-a',
+        steps.map(() => '1'),
+        steps.map((_, i) => JSON.stringify({ n: i })),
+      ]);
+      await waitsFor(watcherPid, 'the completion waiting for the first run');
+      await watcher.query('COMMIT');
+      await waitsFor(renewerPid, 'the completion waiting for the first step');
+      // It holds every run of its batch while it writes: a cancel cannot take one.
+      for (const { run_id } of steps) {
+        await expect(canceller.query('SELECT 1 FROM cyclone_runs WHERE id = $1 FOR UPDATE NOWAIT', [run_id])).rejects.toMatchObject({
+          code: '55P03',
+        });
+      }
+      await renewer.query('COMMIT');
+
+      const { rows } = await completion;
+      expect(rows.map((r) => r.id).sort()).toEqual(steps.map((s) => s.id).sort());
+      const after = await sql<{ state: string }>(env, 'SELECT state FROM cyclone_steps WHERE run_id = ANY ($1::uuid[])', [ids]);
+      expect(after.map((r) => r.state)).toEqual(ids.map(() => 'completed'));
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
     }
   });
 });

@@ -722,16 +722,33 @@ DECLARE
   v_notify uuid[];
   v_child  uuid[];
   v_drop   uuid[];
+  v_locked uuid[];
+  v_missed uuid[];
+  v_more   uuid[];
+  v_pass   integer;
+  v_prun   uuid[];
+  v_pids   bigint[];
+  v_pgens  bigint[];
 BEGIN
   -- The runs' locks first, in id order (cyclone_lock_runs, here so its plan is kept too). The
   -- runs are joined by key, here and in the delete below: with `id = ANY` the kept plan read a
   -- month of retention 0, whose statistics show it nearly empty, through another index from
   -- the batch's oldest id on, past every run deleted since (745 buffers under a held snapshot).
-  SELECT array_agg(r.id) FILTER (WHERE r.drop) INTO v_drop
+  SELECT array_agg(r.id) FILTER (WHERE r.drop), array_agg(r.id) INTO v_drop, v_locked
     FROM (SELECT r.id, r.retention = interval '0' AND r.workflow IS NULL AND NOT r.notify_finish AND r.parent_id IS NULL
                    AND r.state IN ('running', 'paused') AS drop
             FROM (SELECT DISTINCT u AS id FROM unnest(p_run_ids) AS u) t JOIN cyclone_runs r ON r.id = t.id
            WHERE r.id >= v_lo ORDER BY r.id FOR UPDATE OF r) r;
+  IF coalesce(cardinality(v_locked), 0) < cardinality(p_run_ids) THEN
+    v_missed := ARRAY(SELECT unnest(p_run_ids) EXCEPT SELECT unnest(v_locked));
+  END IF;
+  IF cardinality(v_missed) > 0 THEN
+    SELECT array_agg(r.id) FILTER (WHERE r.drop) INTO v_more
+      FROM (SELECT r.id, r.retention = interval '0' AND r.workflow IS NULL AND NOT r.notify_finish AND r.parent_id IS NULL
+                     AND r.state IN ('running', 'paused') AS drop
+              FROM cyclone_runs r WHERE r.id = ANY (v_missed) AND r.id >= v_lo ORDER BY r.id FOR UPDATE) r;
+    v_drop := v_drop || v_more;
+  END IF;
 
   IF v_drop IS NOT NULL THEN
     WITH gone AS (
@@ -753,18 +770,35 @@ BEGIN
     DELETE FROM cyclone_unique_keys k USING runs WHERE runs.unique_key IS NOT NULL AND k.unique_key = runs.unique_key AND k.run_id = runs.id;
   END IF;
 
-  WITH completed AS (
-    UPDATE cyclone_steps s
-       SET state = 'completed', output = t.output, error = NULL, error_kind = NULL,
-           finished_at = now(), updated_at = now(), lease_expiry = NULL
-      FROM unnest(p_run_ids, p_ids, p_generations, p_outputs) AS t(run_id, id, generation, output)
-     WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id >= v_lo AND s.state = 'running'
-       AND s.lease_owner = p_owner AND s.lease_generation = t.generation
-       AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
-    RETURNING s.run_id, s.id, s.lease_generation
-  )
-  SELECT array_agg(c.run_id), coalesce(v_ids, '{}') || array_agg(c.id), coalesce(v_gens, '{}') || array_agg(c.lease_generation)
-    INTO v_runs, v_ids, v_gens FROM completed c;
+  -- Every step of the batch deleted (a queue of such jobs): nothing is left
+  -- to update, and looking each one up again costs as much as the delete.
+  IF cardinality(v_ids) = cardinality(p_ids) THEN
+    RETURN QUERY SELECT * FROM unnest(v_ids, v_gens);
+    RETURN;
+  END IF;
+
+  -- A second pass only when the first left some of the batch: stale
+  -- completions (a lost lease), which it leaves again, or rows a recheck
+  -- dropped (above).
+  v_ids := coalesce(v_ids, '{}');
+  v_gens := coalesce(v_gens, '{}');
+  FOR v_pass IN 1..2 LOOP
+    WITH completed AS (
+      UPDATE cyclone_steps s
+         SET state = 'completed', output = t.output, error = NULL, error_kind = NULL,
+             finished_at = now(), updated_at = now(), lease_expiry = NULL
+        FROM unnest(p_run_ids, p_ids, p_generations, p_outputs) AS t(run_id, id, generation, output)
+       WHERE s.run_id = t.run_id AND s.id = t.id AND s.run_id >= v_lo AND s.state = 'running'
+         AND s.lease_owner = p_owner AND s.lease_generation = t.generation
+         AND (s.timeout IS NULL OR s.started_at + s.timeout > now())
+      RETURNING s.run_id, s.id, s.lease_generation
+    )
+    SELECT array_agg(c.run_id), array_agg(c.id), array_agg(c.lease_generation) INTO v_prun, v_pids, v_pgens FROM completed c;
+    v_runs := v_runs || v_prun;
+    v_ids := v_ids || v_pids;
+    v_gens := v_gens || v_pgens;
+    EXIT WHEN cardinality(v_ids) >= cardinality(p_ids);
+  END LOOP;
   IF v_runs IS NULL THEN
     RETURN QUERY SELECT * FROM unnest(v_ids, v_gens);
     RETURN;
@@ -2654,5 +2688,7 @@ INSERT INTO cyclone_schema_migrations (version, name) VALUES (18, 'CycloneNoJit1
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (19, 'CycloneClaimFloors1766563200000');
 
 INSERT INTO cyclone_schema_migrations (version, name) VALUES (20, 'CycloneStartOnInsert1766649600000');
+
+INSERT INTO cyclone_schema_migrations (version, name) VALUES (21, 'CycloneRecheckedCompletion1766736000000');
 
 SELECT cyclone_ensure_partitions(3);

@@ -105,6 +105,11 @@ export class CycloneStartOnInsert1766649600000 extends sqlMigration(
   'CycloneStartOnInsert1766649600000',
   '0020-start-on-insert',
 ) {}
+export class CycloneRecheckedCompletion1766736000000 extends sqlMigration(
+  21,
+  'CycloneRecheckedCompletion1766736000000',
+  '0021-rechecked-completion',
+) {}
 
 /**
  * Cyclone's migrations in order. Add them to your own DataSource's
@@ -132,6 +137,7 @@ export const CYCLONE_MIGRATIONS = [
   CycloneNoJit1766476800000,
   CycloneClaimFloors1766563200000,
   CycloneStartOnInsert1766649600000,
+  CycloneRecheckedCompletion1766736000000,
 ] as const;
 
 /** The migrations as data: version, name and SQL. */
