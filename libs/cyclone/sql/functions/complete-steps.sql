@@ -26,7 +26,7 @@
 -- PostgreSQL 18 loses rows from such a join (its inner side a partitioned
 -- table pruned for each outer row) when it rechecks a row that was changed
 -- while it waited for it: that row and every one after it are dropped,
--- silently (15 and 17 return them all). A heartbeat of a step, or a cancel
+-- silently (15.18 returns them all). A heartbeat of a step, or a cancel
 -- of a run, committing at that moment is enough. So what the lock missed is
 -- locked again by id (the rows after the one rechecked: still in id order),
 -- and steps a pass left running are tried once more; a second pass meets
