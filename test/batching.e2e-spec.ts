@@ -494,7 +494,7 @@ describe('completions of one client recorded together', () => {
   });
 });
 
-describe('a completion that waits for rows changed meanwhile', () => {
+describe('writes that wait for rows changed meanwhile', () => {
   it("completes every step of its batch and holds every run's lock, after a run and a step it waited for were changed", async () => {
     const N = 8;
     const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
@@ -557,6 +557,46 @@ describe('a completion that waits for rows changed meanwhile', () => {
       expect(after.map((r) => r.state)).toEqual(ids.map(() => 'completed'));
     } finally {
       await Promise.all(clients.map((c) => c.end()));
+    }
+  });
+
+  it('a wake-up of several code workflows wakes each of them, after one of their nodes it waited for was changed', async () => {
+    const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
+    // Two code workflows suspended on a node that has finished, as a pass leaves them.
+    const runs = await sql<{ id: string }>(
+      env,
+      `INSERT INTO cyclone_runs (id, queue, retention, workflow, version)
+       SELECT cyclone_uuid7(), 'default', interval '1 day', 'main', 1 FROM generate_series(1, 4) RETURNING id`,
+    );
+    const ids = runs.map((r) => r.id).sort();
+    await sql(
+      env,
+      `INSERT INTO cyclone_steps (run_id, node_id, node_type, queue, state, max_attempts, kind, depends_on)
+       SELECT id, 'main', 'workflow', 'default', 'pending', 1, 'main', ARRAY['first'] FROM unnest($1::uuid[]) AS id
+       UNION ALL
+       SELECT id, 'first', 'step', 'default', 'completed', 1, 'echo', '{}' FROM unnest($1::uuid[]) AS id`,
+      [ids],
+    );
+    const changer = new pg.Client({ connectionString: env.databaseUrl });
+    const waker = new pg.Client({ connectionString: env.databaseUrl });
+    await Promise.all([changer.connect(), waker.connect()]);
+    try {
+      await waker.query('SET enable_material = off; SET enable_bitmapscan = off');
+      const wakerPid = (await waker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      const changerPid = (await changer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      await changer.query('BEGIN');
+      await changer.query(`UPDATE cyclone_steps SET updated_at = now() WHERE run_id = $1 AND node_id = 'main'`, [ids[0]]);
+      const wake = waker.query('SELECT cyclone_wake_workflows($1::uuid[])', [ids]);
+      await waitFor('the wake-up waiting for the first workflow', async () => {
+        const [{ blocked }] = await sql<{ blocked: boolean }>(env, 'SELECT $1::int = ANY (pg_blocking_pids($2)) AS blocked', [changerPid, wakerPid]);
+        return blocked;
+      });
+      await changer.query('COMMIT');
+      await wake;
+      const nodes = await sql<{ state: string }>(env, `SELECT state FROM cyclone_steps WHERE run_id = ANY ($1::uuid[]) AND node_id = 'main'`, [ids]);
+      expect(nodes.map((n) => n.state)).toEqual(ids.map(() => 'available'));
+    } finally {
+      await Promise.all([changer.end(), waker.end()]);
     }
   });
 });

@@ -1,5 +1,6 @@
--- Restores the completion of version 20: one pass, and the batch's steps
--- updated even when it deleted them all.
+-- Restores the completion of version 20 (one pass, and the batch's steps
+-- updated even when it deleted them all), and partition pruning in the
+-- delivery of a child's result to its code workflow.
 
 CREATE OR REPLACE FUNCTION cyclone_complete_steps(p_run_ids uuid[], p_ids bigint[], p_owner text,
                                                   p_generations bigint[], p_outputs jsonb[])
@@ -94,5 +95,8 @@ BEGIN
   END IF;
   RETURN QUERY SELECT * FROM unnest(v_ids, v_gens);
 END $$;
+
+ALTER FUNCTION cyclone_deliver_results(uuid[]) RESET enable_partition_pruning;
+ALTER FUNCTION cyclone_wake_workflows(uuid[]) RESET enable_partition_pruning;
 
 DELETE FROM cyclone_schema_migrations WHERE version = 21;

@@ -842,6 +842,7 @@ CREATE OR REPLACE FUNCTION cyclone_deliver_results(p_run_ids uuid[])
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
  SET jit TO 'off'
+ SET enable_partition_pruning TO 'off'
 AS $function$
 DECLARE
   v_parents uuid[];
@@ -2616,6 +2617,7 @@ CREATE OR REPLACE FUNCTION cyclone_wake_workflows(p_run_ids uuid[])
  SET enable_mergejoin TO 'off'
  SET enable_seqscan TO 'off'
  SET jit TO 'off'
+ SET enable_partition_pruning TO 'off'
 AS $function$
 DECLARE
   v_lo    uuid := cyclone_lowest_id(p_run_ids);
