@@ -724,7 +724,6 @@ DECLARE
   v_drop   uuid[];
   v_locked uuid[];
   v_missed uuid[];
-  v_more   uuid[];
   v_pass   integer;
   v_prun   uuid[];
   v_pids   bigint[];
@@ -742,12 +741,10 @@ BEGIN
   IF coalesce(cardinality(v_locked), 0) < cardinality(p_run_ids) THEN
     v_missed := ARRAY(SELECT unnest(p_run_ids) EXCEPT SELECT unnest(v_locked));
   END IF;
+  -- Locked, not deleted here: a run kept for no time among them completes
+  -- and goes with the next retention sweep.
   IF cardinality(v_missed) > 0 THEN
-    SELECT array_agg(r.id) FILTER (WHERE r.drop) INTO v_more
-      FROM (SELECT r.id, r.retention = interval '0' AND r.workflow IS NULL AND NOT r.notify_finish AND r.parent_id IS NULL
-                     AND r.state IN ('running', 'paused') AS drop
-              FROM cyclone_runs r WHERE r.id = ANY (v_missed) AND r.id >= v_lo ORDER BY r.id FOR UPDATE) r;
-    v_drop := v_drop || v_more;
+    PERFORM 1 FROM cyclone_runs r WHERE r.id = ANY (v_missed) AND r.id >= v_lo ORDER BY r.id FOR UPDATE;
   END IF;
 
   IF v_drop IS NOT NULL THEN
