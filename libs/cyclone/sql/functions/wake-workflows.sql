@@ -16,11 +16,7 @@
 -- workflow's name, so the run's other nodes are read only to find one that
 -- finished.
 -- Its plans are kept, joins by key, for every caller (see complete-steps.sql).
--- Without partition pruning: a caller that holds only a child's lock can
--- meet a parent's row that another child's transaction changed meanwhile,
--- and PostgreSQL 18 would then drop the parents after it from the join
--- (see complete-steps.sql); not a hot path, so every month's index is
--- probed instead.
+-- Without partition pruning, for the reason deliver-results.sql gives.
 CREATE OR REPLACE FUNCTION cyclone_wake_workflows(p_run_ids uuid[]) RETURNS void
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_hashjoin = off SET enable_mergejoin = off SET enable_seqscan = off SET jit = off
