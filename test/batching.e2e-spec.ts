@@ -494,6 +494,19 @@ describe('completions of one client recorded together', () => {
   });
 });
 
+/** The server process of a client of its own. */
+async function backendPid(client: pg.Client): Promise<number> {
+  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+}
+
+/** Waits until the server process `waiter` waits for a lock that `blocker` holds. */
+function untilBlockedBy(env: CycloneTestEnv, blocker: number, waiter: number, what: string) {
+  return waitFor(what, async () => {
+    const [{ blocked }] = await sql<{ blocked: boolean }>(env, 'SELECT $1::int = ANY (pg_blocking_pids($2)) AS blocked', [blocker, waiter]);
+    return blocked;
+  });
+}
+
 describe('writes that wait for rows changed meanwhile', () => {
   it("completes every step of its batch and holds every run's lock, after a run and a step it waited for were changed", async () => {
     const N = 8;
@@ -519,13 +532,7 @@ describe('writes that wait for rows changed meanwhile', () => {
     await Promise.all(clients.map((c) => c.connect()));
     try {
       await completer.query('SET enable_material = off; SET enable_bitmapscan = off');
-      const pidOf = async (c: pg.Client) => (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-      const [completerPid, watcherPid, renewerPid] = await Promise.all([completer, watcher, renewer].map(pidOf));
-      const waitsFor = (pid: number, what: string) =>
-        waitFor(what, async () => {
-          const [{ blocked }] = await sql<{ blocked: boolean }>(env, 'SELECT $1::int = ANY (pg_blocking_pids($2)) AS blocked', [pid, completerPid]);
-          return blocked;
-        });
+      const [completerPid, watcherPid, renewerPid] = await Promise.all([completer, watcher, renewer].map(backendPid));
 
       // A caller starting to wait for the first run's result, and a heartbeat of the first step: neither committed yet.
       await watcher.query('BEGIN');
@@ -540,9 +547,9 @@ describe('writes that wait for rows changed meanwhile', () => {
         steps.map(() => '1'),
         steps.map((_, i) => JSON.stringify({ n: i })),
       ]);
-      await waitsFor(watcherPid, 'the completion waiting for the first run');
+      await untilBlockedBy(env, watcherPid, completerPid, 'the completion waiting for the first run');
       await watcher.query('COMMIT');
-      await waitsFor(renewerPid, 'the completion waiting for the first step');
+      await untilBlockedBy(env, renewerPid, completerPid, 'the completion waiting for the first step');
       // It holds every run of its batch while it writes: a cancel cannot take one.
       for (const { run_id } of steps) {
         await expect(canceller.query('SELECT 1 FROM cyclone_runs WHERE id = $1 FOR UPDATE NOWAIT', [run_id])).rejects.toMatchObject({
@@ -562,7 +569,7 @@ describe('writes that wait for rows changed meanwhile', () => {
 
   it('a wake-up of several code workflows wakes each of them, after one of their nodes it waited for was changed', async () => {
     const env = await createEnv({ runWorkers: false, pollInterval: POLLING_OFF });
-    // Two code workflows suspended on a node that has finished, as a pass leaves them.
+    // Four code workflows suspended on a node that has finished, as a pass leaves them.
     const runs = await sql<{ id: string }>(
       env,
       `INSERT INTO cyclone_runs (id, queue, retention, workflow, version)
@@ -582,15 +589,11 @@ describe('writes that wait for rows changed meanwhile', () => {
     await Promise.all([changer.connect(), waker.connect()]);
     try {
       await waker.query('SET enable_material = off; SET enable_bitmapscan = off');
-      const wakerPid = (await waker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-      const changerPid = (await changer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      const [wakerPid, changerPid] = await Promise.all([waker, changer].map(backendPid));
       await changer.query('BEGIN');
       await changer.query(`UPDATE cyclone_steps SET updated_at = now() WHERE run_id = $1 AND node_id = 'main'`, [ids[0]]);
       const wake = waker.query('SELECT cyclone_wake_workflows($1::uuid[])', [ids]);
-      await waitFor('the wake-up waiting for the first workflow', async () => {
-        const [{ blocked }] = await sql<{ blocked: boolean }>(env, 'SELECT $1::int = ANY (pg_blocking_pids($2)) AS blocked', [changerPid, wakerPid]);
-        return blocked;
-      });
+      await untilBlockedBy(env, changerPid, wakerPid, 'the wake-up waiting for the first workflow');
       await changer.query('COMMIT');
       await wake;
       const nodes = await sql<{ state: string }>(env, `SELECT state FROM cyclone_steps WHERE run_id = ANY ($1::uuid[]) AND node_id = 'main'`, [ids]);
