@@ -18,7 +18,7 @@ import { execute, type Statement } from '../libs/cyclone/src/database/statement.
 import { COMPLETE_STEPS } from '../libs/cyclone/src/sql/complete.sql.js';
 import { testServerUrl } from './support/nest-app-harness.js';
 import { waitFor } from './support/wait.js';
-import { sql } from './support/sql.js';
+import { backendPid, sql, untilBlockedBy } from './support/sql.js';
 
 /**
  * What users rely on now that the hot paths batch: concurrent enqueues share
@@ -493,19 +493,6 @@ describe('completions of one client recorded together', () => {
     }
   });
 });
-
-/** The server process of a client of its own. */
-async function backendPid(client: pg.Client): Promise<number> {
-  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
-}
-
-/** Waits until the server process `waiter` waits for a lock that `blocker` holds. */
-function untilBlockedBy(env: CycloneTestEnv, blocker: number, waiter: number, what: string) {
-  return waitFor(what, async () => {
-    const [{ blocked }] = await sql<{ blocked: boolean }>(env, 'SELECT $1::int = ANY (pg_blocking_pids($2)) AS blocked', [blocker, waiter]);
-    return blocked;
-  });
-}
 
 describe('writes that wait for rows changed meanwhile', () => {
   it("completes every step of its batch and holds every run's lock, after a run and a step it waited for were changed", async () => {

@@ -6,7 +6,7 @@ import { CycloneHealthIndicator, CycloneHealthModule } from 'cyclone-nestjs/heal
 import { CycloneTestEnv } from 'cyclone-nestjs/testing';
 import { PartitionMaintainer } from '../libs/cyclone/src/maintenance/partition-maintainer.js';
 import { RecoverySweeper } from '../libs/cyclone/src/maintenance/recovery.sweeper.js';
-import { sql } from './support/sql.js';
+import { backendPid, sql, untilBlockedBy } from './support/sql.js';
 import { lastTickAt, POLLING_OFF } from './support/handler-probe.js';
 import { waitFor } from './support/wait.js';
 import { claimReads, statementReads } from './support/statement-reads.js';
@@ -406,16 +406,12 @@ describe('the months the hot paths read', () => {
     const sweep = new pg.Client({ connectionString: env.databaseUrl });
     await Promise.all([retry.connect(), sweep.connect()]);
     try {
+      const [retryPid, sweepPid] = await Promise.all([retry, sweep].map(backendPid));
       await retry.query('BEGIN');
       await retry.query('SELECT cyclone_retry_steps($1, NULL)', [runId]);
       // The sweep does not see the retry yet, so it would raise the floor: it waits for the retry's lock.
-      const { rows } = await sweep.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       const refreshed = sweep.query('SELECT cyclone_refresh_claim_floor()');
-      await waitFor('the sweep to wait for the lock', async () => {
-        const query = `SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`;
-        const [activity] = await sql<{ wait_event_type: string | null }>(env, query, [rows[0].pid]);
-        return activity.wait_event_type === 'Lock';
-      });
+      await untilBlockedBy(env, retryPid, sweepPid, "the sweep to wait for the retry's lock");
       await retry.query('COMMIT');
       await refreshed;
     } finally {

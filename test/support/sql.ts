@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { CycloneDatabase } from 'cyclone-nestjs';
 import type { CycloneTestEnv } from 'cyclone-nestjs/testing';
+import { waitFor } from './wait.js';
 
 /**
  * Runs one statement, straight SQL, on an environment's own pool, or on a
@@ -19,4 +20,17 @@ export async function sql<R extends pg.QueryResultRow = Record<string, any>>(
   } finally {
     await client.end();
   }
+}
+
+/** The server process of a client's connection. */
+export async function backendPid(client: pg.ClientBase): Promise<number> {
+  return (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+}
+
+/** Waits until the server process `waiter` waits for a lock that `blocker` holds. */
+export async function untilBlockedBy(env: CycloneTestEnv, blocker: number, waiter: number, what: string): Promise<void> {
+  await waitFor(what, async () => {
+    const [{ blocked }] = await sql<{ blocked: boolean }>(env, 'SELECT $1::int = ANY (pg_blocking_pids($2)) AS blocked', [blocker, waiter]);
+    return blocked;
+  });
 }
